@@ -1,0 +1,105 @@
+"""Per-table buffers of converted rows, between routing and the next write.
+
+A buffer also knows, per topic-partition, the offset below which its table
+already holds every record (its *floor*, read from the table's snapshot
+summary).  Rows under the floor are dropped on the way in: after a restart the
+consumer seeks to the lowest floor over all tables, so a table that was ahead
+sees records it already has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from tabletopic.convert.records import SinkRecords
+
+TopicPartition = tuple[str, int]
+
+
+class SchemaConflict(Exception):
+    """Rows whose column types cannot be unified with rows already buffered for the table."""
+
+
+@dataclass
+class Drained:
+    """Everything one buffer held, ready to be written."""
+
+    table: str
+    rows: pa.Table
+    records: int
+    nbytes: int
+    max_timestamp_ms: int | None
+    offsets: dict[TopicPartition, int]  # next offset per topic-partition covered
+
+
+@dataclass
+class TableBuffer:
+    table: str
+    floor: dict[TopicPartition, int] = field(default_factory=dict)
+    _parts: list[tuple[TopicPartition, pa.Table, int]] = field(default_factory=list)  # (tp, rows, newest ts)
+    _schema: pa.Schema | None = None
+    records: int = 0
+    nbytes: int = 0
+    _max_ts: int | None = None
+    _offsets: dict[TopicPartition, int] = field(default_factory=dict)
+
+    def add(self, records: SinkRecords) -> int:
+        """Buffer the rows at or above the floor; return how many were taken."""
+        tp = (records.topic, records.partition)
+        floor = self.floor.get(tp)
+        if floor is not None and len(records) and records.offsets[0] < floor:
+            records = records.take(records.offsets >= floor)
+        if not len(records):
+            return 0
+        schema = records.value.schema
+        if self._schema is None:
+            self._schema = schema
+        elif schema != self._schema:
+            try:
+                self._schema = pa.unify_schemas([self._schema, schema], promote_options="permissive")
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                raise SchemaConflict(f"rows for table {self.table} do not fit the rows before them: {exc}") from exc
+        self._parts.append((tp, records.value, int(records.timestamps.max())))
+        self.records += len(records)
+        self.nbytes += records.value.nbytes
+        newest = int(records.timestamps.max())
+        self._max_ts = newest if self._max_ts is None else max(self._max_ts, newest)
+        self._offsets[tp] = max(self._offsets.get(tp, 0), int(records.offsets[-1]) + 1)
+        return len(records)
+
+    def drain(self) -> Drained | None:
+        if not self._parts:
+            return None
+        tables = [rows for _, rows, _ in self._parts]
+        rows = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
+        drained = Drained(self.table, rows, self.records, self.nbytes, self._max_ts, dict(self._offsets))
+        self.clear()
+        return drained
+
+    def clear(self) -> None:
+        self._parts, self._schema, self.records, self.nbytes, self._max_ts = [], None, 0, 0, None
+        self._offsets = {}
+
+    def discard(self, tps: set[TopicPartition]) -> int:
+        """Drop rows of partitions this worker no longer owns; return how many."""
+        keep = [part for part in self._parts if part[0] not in tps]
+        dropped = self.records - sum(part[1].num_rows for part in keep)
+        if dropped:
+            offsets = {tp: o for tp, o in self._offsets.items() if tp not in tps}
+            self.clear()
+            for tp, rows, newest in keep:
+                self._parts.append((tp, rows, newest))
+                self.records += rows.num_rows
+                self.nbytes += rows.nbytes
+                self._max_ts = newest if self._max_ts is None else max(self._max_ts, newest)
+                self._schema = rows.schema
+            self._offsets = offsets
+        return dropped
+
+    def raise_floor(self, offsets: dict[TopicPartition, int]) -> None:
+        for tp, offset in offsets.items():
+            if offset > self.floor.get(tp, -1):
+                self.floor[tp] = offset
+

@@ -1,0 +1,126 @@
+"""The ``tabletopic`` command, shaped like Kafka's ``connect-standalone``.
+
+    tabletopic standalone WORKER.properties CONNECTOR.properties [CONNECTOR2 ...]
+    tabletopic validate CONNECTOR [--worker WORKER.properties]
+    tabletopic demo
+    tabletopic keys
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from tabletopic.config.connector import CONNECTOR_KEYS, ConnectorConfig, parse_connector
+from tabletopic.config.definition import ConfigError, Key, KeyType
+from tabletopic.config.files import load_config_file
+from tabletopic.config.worker import WORKER_KEYS, WorkerConfig, parse_worker
+
+
+def _load(worker_path: str | None, connector_paths: Sequence[str]) -> tuple[WorkerConfig, list[ConnectorConfig]]:
+    worker = parse_worker(load_config_file(worker_path) if worker_path else {})
+    connectors = [parse_connector(load_config_file(p), worker) for p in connector_paths]
+    names = [c.name for c in connectors]
+    duplicates = {n for n in names if names.count(n) > 1}
+    if duplicates:
+        from tabletopic.config.definition import Problem
+        raise ConfigError([Problem("name", n, "two connectors have this name") for n in sorted(duplicates)])
+    return worker, connectors
+
+
+def cmd_standalone(args: argparse.Namespace) -> int:
+    try:
+        worker, connectors = _load(args.worker, args.connectors)
+    except ConfigError as exc:
+        print(f"tabletopic: {exc}", file=sys.stderr)
+        return 2
+    from tabletopic.ops.logging_setup import configure_logging
+    configure_logging(worker.log_level, worker.log_format)
+    import structlog
+    for warning in [*worker.warnings, *(w for c in connectors for w in c.warnings)]:
+        structlog.get_logger("tabletopic.config").warning(warning)
+    try:
+        from tabletopic.write.jvm_classpath import JavaNotFoundError, build_classpath
+        build_classpath()
+    except JavaNotFoundError as exc:
+        print(f"tabletopic: {exc}", file=sys.stderr)
+        return 2
+    from tabletopic.standalone import Standalone
+
+    async def main() -> int:
+        daemon = Standalone(worker, connectors)
+        daemon.install_signal_handlers()
+        return await daemon.run()
+
+    return asyncio.run(main())
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    try:
+        worker = parse_worker(load_config_file(args.worker) if args.worker else {})
+        config = parse_connector(load_config_file(args.connector), worker)
+    except ConfigError as exc:
+        print(str(exc))
+        return 1
+    for warning in config.warnings:
+        print(f"warning: {warning}")
+    print(f"connector {config.name!r} is valid: topics={config.topics or config.topics_regex.pattern} "  # type: ignore[union-attr]
+          f"tables={config.tables or 'dynamic via ' + str(config.route_field)} "
+          f"catalog={config.catalog_name} ({config.catalog_props.get('type') or config.catalog_props.get('catalog-impl')})")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from tabletopic.demo.run_demo import run_demo
+    return run_demo(records=args.records, intervals=args.intervals, keep=args.keep)
+
+
+def _key_rows(keys: dict[str, Key]) -> list[str]:
+    rows = ["| key | default | meaning |", "| --- | --- | --- |"]
+    for key in keys.values():
+        default = "" if key.default is None or key.type is KeyType.PREFIX else key.default
+        if isinstance(default, list):
+            default = ",".join(default)
+        if isinstance(default, bool):
+            default = str(default).lower()
+        allowed = f" One of: {', '.join(key.allowed)}." if key.allowed else ""
+        required = " Required." if key.required else ""
+        rows.append(f"| `{key.name}` | {f'`{default}`' if default != '' else ''} | {key.doc}{allowed}{required} |")
+    return rows
+
+
+def cmd_keys(_: argparse.Namespace) -> int:
+    print("### Connector keys\n")
+    print("\n".join(_key_rows(CONNECTOR_KEYS)))
+    print("\n### Worker keys\n")
+    print("\n".join(_key_rows(WORKER_KEYS)))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tabletopic", description="Kafka topics to Apache Iceberg tables, "
+                                     "exactly once, with Kafka Connect's Iceberg sink configuration.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("standalone", help="run connectors, like connect-standalone")
+    p.add_argument("worker", help="worker .properties (or .json)")
+    p.add_argument("connectors", nargs="+", help="connector .properties or Connect REST JSON")
+    p.set_defaults(func=cmd_standalone)
+    p = sub.add_parser("validate", help="check a connector configuration and list every problem")
+    p.add_argument("connector")
+    p.add_argument("--worker", help="worker file, for converter defaults")
+    p.set_defaults(func=cmd_validate)
+    p = sub.add_parser("demo", help="bundled broker + sample clickstream + local warehouse, then query")
+    p.add_argument("--records", type=int, default=20_000)
+    p.add_argument("--intervals", type=int, default=3, help="commit intervals to run")
+    p.add_argument("--keep", action="store_true", help="keep the demo warehouse directory")
+    p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("keys", help="print the configuration key reference (Markdown)")
+    p.set_defaults(func=cmd_keys)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

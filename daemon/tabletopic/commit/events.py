@@ -1,0 +1,49 @@
+"""What workers and the coordinator tell each other at a commit barrier.
+
+The shapes follow the Iceberg sink connector's control events: the
+coordinator starts a commit, each worker answers with the files it wrote per
+table and with the offsets its answer covers, and the coordinator reports the
+snapshots it made.  In one daemon they pass in-process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class StartCommit:
+    commit_id: str
+    reason: str  # interval, revoke, shutdown, pressure
+
+
+@dataclass
+class DataWritten:
+    """Files one worker wrote for one table since its last answer."""
+
+    commit_id: str
+    table: str
+    files: Any  # java.util.List<ContentFile>
+    records: int
+    file_count: int
+    max_timestamp_ms: int | None
+
+
+@dataclass
+class DataComplete:
+    """The worker's positions: every record below them is in a DataWritten of this or an earlier commit."""
+
+    commit_id: str
+    positions: dict[TopicPartition, int]
+    written: list[DataWritten] = field(default_factory=list)
+
+
+@dataclass
+class CommitComplete:
+    commit_id: str
+    snapshots: dict[str, int]  # table -> snapshot id
+    failed: dict[str, str]  # table -> why
+    fenced: bool = False

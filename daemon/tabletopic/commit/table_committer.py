@@ -1,0 +1,105 @@
+"""Commit one table: its pending files and the new source offsets, in one snapshot, or not at all.
+
+Before committing, the committer re-reads the offsets the table holds and
+compares them with the ones this sink last saw.  If any of its partitions moved
+(another daemon, a zombie, an operator) the commit is *fenced*: nothing is
+written, and the sink re-reads its positions from the tables.  The RowDelta is
+validated against the snapshot those offsets came from, and Iceberg re-runs
+that validation on each of its internal retries, so a concurrent commit can
+never slip in between the check and the commit.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from py4j.protocol import Py4JJavaError
+
+from tabletopic.commit.source_offsets import (
+    COMMIT_ID_KEY,
+    CONNECTOR_KEY,
+    VTTS_KEY,
+    TopicPartition,
+    encode,
+    offsets_key,
+    read_offsets,
+)
+from tabletopic.write.iceberg_tables import TableHandle, java_error_message
+
+_VALIDATION_RETRIES = 3
+
+
+class CommitFenced(RuntimeError):
+    """The table's offsets for our partitions moved since we read them; the batch must be dropped."""
+
+
+class CommitFailed(RuntimeError):
+    """The commit did not happen (catalog or storage trouble); it is retried at the next barrier."""
+
+
+@dataclass
+class CommitResult:
+    table: str
+    snapshot_id: int
+    offsets: dict[TopicPartition, int]
+    data_files: int
+    records: int
+    seconds: float
+
+
+class TableCommitter:
+    def __init__(self, jvm_provider: Any, connector: str, group_id: str) -> None:
+        self._jvm = jvm_provider
+        self._connector = connector
+        self._group_id = group_id
+
+    def commit(
+        self,
+        handle: TableHandle,
+        files: Any | None,
+        positions: dict[TopicPartition, int],
+        expected: dict[TopicPartition, int],
+        max_timestamp_ms: int | None,
+    ) -> CommitResult:
+        """Commit ``files`` (a Java list, or None for an offsets-only snapshot) with ``positions``.
+
+        ``expected`` holds what this sink believes the table records for the partitions in
+        ``positions``; a partition absent from it must be absent from the table too.
+        """
+        started = time.monotonic()
+        writer = self._jvm().tabletopic.SinkWriter
+        files = files if files is not None else self._jvm().java.util.ArrayList()
+        commit_id = str(uuid.uuid4())
+        for attempt in range(_VALIDATION_RETRIES + 1):
+            table = handle.java
+            try:
+                table.refresh()
+                base = int(writer.headSnapshotId(table, handle.branch))
+                current = read_offsets(table, handle.branch, self._group_id)
+            except Py4JJavaError as exc:
+                raise CommitFailed(f"cannot read table {handle.name}: {java_error_message(exc)}") from exc
+            moved = {tp: (expected.get(tp), current.get(tp)) for tp in positions
+                     if current.get(tp) != expected.get(tp)}
+            if moved:
+                detail = ", ".join(f"{t}[{p}] expected {e} found {f}" for (t, p), (e, f) in sorted(moved.items()))
+                raise CommitFenced(f"table {handle.name} moved on since this sink read it ({detail}); "
+                                   "another writer owns these partitions now")
+            merged = {**current, **positions}
+            summary = {offsets_key(self._group_id): encode(merged), COMMIT_ID_KEY: commit_id,
+                       CONNECTOR_KEY: self._connector}
+            if max_timestamp_ms is not None:
+                summary[VTTS_KEY] = str(max_timestamp_ms)
+            try:
+                snapshot_id = int(writer.commit(table, handle.branch, files, summary, base))
+            except Py4JJavaError as exc:
+                message = java_error_message(exc)
+                if "ValidationException" in message and attempt < _VALIDATION_RETRIES:
+                    # Someone else committed files (perhaps a compaction); re-check our offsets and retry.
+                    continue
+                raise CommitFailed(f"commit to table {handle.name} failed: {message}") from exc
+            return CommitResult(handle.name, snapshot_id, merged, int(files.size()),
+                                int(writer.recordCount(files, False)), time.monotonic() - started)
+        raise CommitFailed(f"commit to table {handle.name} kept conflicting with concurrent commits")

@@ -1,0 +1,361 @@
+"""The connector configuration: the Iceberg sink connector's keys, with its defaults.
+
+A connector file written for ``org.apache.iceberg.connect.IcebergSinkConnector``
+works as it is.  Keys that only tabletopic has live under ``tabletopic.``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any
+
+from tabletopic.config.definition import (
+    ConfigError,
+    Key,
+    KeyType,
+    Parsed,
+    Problem,
+    parse_keys,
+    prefixed,
+)
+from tabletopic.config.partition_by import PartitionField, parse_partition_by
+from tabletopic.config.worker import WorkerConfig
+
+CONNECTOR_CLASSES = (
+    "org.apache.iceberg.connect.IcebergSinkConnector",
+    "io.tabular.iceberg.connect.IcebergSinkConnector",
+    "tabletopic.IcebergSinkConnector",
+)
+CATALOG_PREFIX = "iceberg.catalog."
+HADOOP_PREFIX = "iceberg.hadoop."
+TABLE_PREFIX = "iceberg.table."
+AUTO_CREATE_PREFIX = "iceberg.tables.auto-create-props."
+WRITE_PREFIX = "iceberg.tables.write-props."
+KAFKA_PREFIX = "iceberg.kafka."
+CONSUMER_OVERRIDE_PREFIX = "consumer.override."
+TABLE_KEYS = ("route-regex", "id-columns", "partition-by", "commit-branch")
+CONVERTER_GROUP = "tabletopic.converters"
+TRANSFORM_GROUP = "tabletopic.transforms"
+
+
+def _partition_by_problem(value: str) -> str | None:
+    try:
+        parse_partition_by(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _keys(*keys: Key) -> dict[str, Key]:
+    return {k.name: k for k in keys}
+
+
+CONNECTOR_KEYS: dict[str, Key] = _keys(
+    Key("name", KeyType.STRING, None, "Unique connector name; also names the consumer group (connect-<name>).",
+        required=True),
+    Key("connector.class", KeyType.STRING, CONNECTOR_CLASSES[0],
+        "Accepted for compatibility; must name an Iceberg sink connector class.", allowed=CONNECTOR_CLASSES),
+    Key("tasks.max", KeyType.INT, 1, "Accepted for compatibility. Parallelism comes from partitions and daemons.",
+        minimum=1),
+    Key("topics", KeyType.LIST, None, "Comma-separated topics to consume. Set this or topics.regex."),
+    Key("topics.regex", KeyType.REGEX, None, "Regular expression of topics to consume. Set this or topics."),
+    Key("key.converter", KeyType.STRING, None, "Converter class for record keys; defaults to the worker's."),
+    Key("value.converter", KeyType.STRING, None, "Converter class for record values; defaults to the worker's."),
+    Key("transforms", KeyType.LIST, [], "Comma-separated aliases of single message transforms, applied in order; "
+        "each is configured by transforms.<alias>.type and transforms.<alias>.*."),
+    Key("errors.tolerance", KeyType.STRING, "none",
+        "none: a record that cannot be converted, transformed or routed stops the connector before its offset "
+        "is committed. all: such records are skipped (and sent to the dead-letter topic if one is set).",
+        allowed=("none", "all")),
+    Key("errors.deadletterqueue.topic.name", KeyType.STRING, None,
+        "Topic that receives records failed under errors.tolerance=all, unchanged."),
+    Key("errors.deadletterqueue.context.headers.enable", KeyType.BOOLEAN, False,
+        "Add __connect.errors.* headers naming the failure to dead-letter records."),
+    Key("errors.log.enable", KeyType.BOOLEAN, False, "Log each failed record's topic, partition and offset."),
+    Key("errors.log.include.messages", KeyType.BOOLEAN, False, "Include the failed record's key and value in the log."),
+    Key("iceberg.tables", KeyType.LIST, None, "Comma-separated destination tables (namespace.table)."),
+    Key("iceberg.tables.dynamic-enabled", KeyType.BOOLEAN, False,
+        "Route each record to the table named by its iceberg.tables.route-field value."),
+    Key("iceberg.tables.route-field", KeyType.STRING, None,
+        "Record field used for routing: the table name (dynamic) or the value matched by "
+        "iceberg.table.<t>.route-regex (static). Dots reach into structs."),
+    Key("iceberg.tables.default-id-columns", KeyType.STRING, None,
+        "Default identifier columns, comma-separated (upsert keys; set as the table's identifier fields)."),
+    Key("iceberg.tables.default-partition-by", KeyType.STRING, None,
+        "Default partition spec of auto-created tables, e.g. day(ts),bucket(id, 16).",
+        validator=_partition_by_problem),
+    Key("iceberg.tables.default-commit-branch", KeyType.STRING, None, "Default branch to commit to (main if unset)."),
+    Key("iceberg.tables.auto-create-enabled", KeyType.BOOLEAN, False,
+        "Create missing tables (format v2) with the schema of the first records routed to them."),
+    Key("iceberg.tables.evolve-schema-enabled", KeyType.BOOLEAN, False,
+        "Add new record fields to the table schema and widen types in place."),
+    Key("iceberg.tables.schema-force-optional", KeyType.BOOLEAN, False,
+        "Make every column optional when creating or evolving tables."),
+    Key("iceberg.tables.schema-case-insensitive", KeyType.BOOLEAN, False,
+        "Match record fields to table columns ignoring case."),
+    Key("iceberg.tables.upsert-mode-enabled", KeyType.BOOLEAN, False,
+        "Upsert on the id columns: each record replaces the row with its key."),
+    Key("iceberg.tables.cdc-field", KeyType.STRING, None,
+        "Record field holding the change operation (I/U/D, or Debezium's c/r/u/d)."),
+    Key("iceberg.control.topic", KeyType.STRING, "control-iceberg",
+        "Control topic shared by the workers and the coordinator of this connector."),
+    Key("iceberg.control.group-id-prefix", KeyType.STRING, "cg-control-",
+        "Prefix of the control topic's consumer groups."),
+    Key("iceberg.control.commit.interval-ms", KeyType.INT, 300_000,
+        "Time between commit barriers: each barrier makes one snapshot per table that has new data.", minimum=1),
+    Key("iceberg.control.commit.timeout-ms", KeyType.INT, 30_000,
+        "Longest a commit barrier may take before it is abandoned and retried at the next one.", minimum=1),
+    Key("iceberg.control.commit.threads", KeyType.INT, 2, "Tables committed in parallel at a barrier.", minimum=1),
+    Key("iceberg.catalog", KeyType.STRING, "iceberg", "Name of the Iceberg catalog (the Spark catalog name)."),
+    Key("iceberg.connect.group-id", KeyType.STRING, None, "Consumer group of the source topics (connect-<name>)."),
+    Key("iceberg.hadoop-conf-dir", KeyType.STRING, None, "Accepted for compatibility; set HADOOP_CONF_DIR instead."),
+    Key("tabletopic.buffer.flush-bytes", KeyType.LONG, 64 * 1024 * 1024,
+        "When a table's buffered records exceed this many bytes they are written to data files before the "
+        "barrier (and committed at it), bounding the daemon's memory.", minimum=1024),
+    Key("tabletopic.buffer.max-bytes", KeyType.LONG, 512 * 1024 * 1024,
+        "Consumption pauses while the records buffered over all tables exceed this many bytes.", minimum=1024),
+    Key("tabletopic.offsets.refresh-barriers", KeyType.INT, 10,
+        "A table that gets no records still has its offsets committed (a snapshot without files) once this "
+        "many barriers have passed, which bounds the replay after a restart.", minimum=1),
+    Key(CATALOG_PREFIX + "*", KeyType.PREFIX, None,
+        "Catalog properties passed to Iceberg (type or catalog-impl, warehouse, uri, io-impl, ...). "
+        "Default: type=hadoop with warehouse=file://<working dir>/warehouse."),
+    Key(TABLE_PREFIX + "<table>.route-regex", KeyType.PREFIX, None,
+        "Static routing: records whose route field matches go to <table>."),
+    Key(TABLE_PREFIX + "<table>.id-columns", KeyType.PREFIX, None, "Identifier columns of <table>."),
+    Key(TABLE_PREFIX + "<table>.partition-by", KeyType.PREFIX, None, "Partition spec of <table> when auto-created."),
+    Key(TABLE_PREFIX + "<table>.commit-branch", KeyType.PREFIX, None, "Branch <table> is committed to."),
+    Key(AUTO_CREATE_PREFIX + "*", KeyType.PREFIX, None, "Table properties set on auto-created tables."),
+    Key(WRITE_PREFIX + "*", KeyType.PREFIX, None, "Write properties (e.g. write.parquet.compression-codec)."),
+    Key(HADOOP_PREFIX + "*", KeyType.PREFIX, None, "Hadoop configuration for the catalog (hadoop.* catalog props)."),
+    Key(KAFKA_PREFIX + "*", KeyType.PREFIX, None, "Consumer properties for this connector, as consumer.override.*."),
+)
+
+
+@dataclass(frozen=True)
+class PluginSpec:
+    """A converter or transform: its class name and its own properties."""
+
+    class_name: str
+    props: dict[str, str]
+    alias: str = ""
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    name: str
+    route_regex: re.Pattern[str] | None
+    id_columns: list[str]
+    partition_by: list[PartitionField]
+    commit_branch: str | None
+
+
+@dataclass
+class ConnectorConfig:
+    name: str
+    topics: list[str] | None
+    topics_regex: re.Pattern[str] | None
+    key_converter: PluginSpec
+    value_converter: PluginSpec
+    transforms: list[PluginSpec]
+    tables: list[str] | None
+    dynamic_enabled: bool
+    route_field: str | None
+    auto_create: bool
+    evolve_schema: bool
+    force_optional: bool
+    case_insensitive: bool
+    upsert_mode: bool
+    cdc_field: str | None
+    auto_create_props: dict[str, str]
+    write_props: dict[str, str]
+    commit_interval_ms: int
+    commit_timeout_ms: int
+    commit_threads: int
+    control_topic: str
+    control_group_prefix: str
+    catalog_name: str
+    catalog_props: dict[str, str]
+    group_id: str
+    errors_tolerance: str
+    dlq_topic: str | None
+    dlq_context_headers: bool
+    errors_log_enable: bool
+    errors_log_include_messages: bool
+    buffer_flush_bytes: int
+    buffer_max_bytes: int
+    offsets_refresh_barriers: int
+    consumer_overrides: dict[str, str]
+    raw: dict[str, str]
+    warnings: list[str] = field(default_factory=list)
+    _tables: dict[str, TableConfig] = field(default_factory=dict, repr=False)
+
+    def table(self, name: str) -> TableConfig:
+        """Per-table settings, falling back to the iceberg.tables.default-* keys."""
+        if name not in self._tables:
+            own = prefixed(self.raw, f"{TABLE_PREFIX}{name}.")
+            regex = own.get("route-regex")
+            ids = own.get("id-columns", self.raw.get("iceberg.tables.default-id-columns") or "")
+            part = own.get("partition-by", self.raw.get("iceberg.tables.default-partition-by") or "")
+            self._tables[name] = TableConfig(
+                name=name,
+                route_regex=re.compile(regex) if regex else None,
+                id_columns=[c.strip() for c in ids.split(",") if c.strip()],
+                partition_by=parse_partition_by(part) if part else [],
+                commit_branch=own.get("commit-branch", self.raw.get("iceberg.tables.default-commit-branch")),
+            )
+        return self._tables[name]
+
+
+def available_plugins(group: str) -> dict[str, Any]:
+    return {ep.name: ep for ep in entry_points(group=group)}
+
+
+def _plugin(props: Mapping[str, str], key: str, default: str, worker_props: Mapping[str, str],
+            out: Parsed) -> PluginSpec:
+    class_name = props.get(key) or default
+    known = available_plugins(CONVERTER_GROUP)
+    if class_name not in known:
+        out.problems.append(Problem(key, class_name, f"unknown converter; available: {', '.join(sorted(known))}"))
+    # Connect lets the worker's converter settings apply when the connector names the same converter.
+    own = {**(prefixed(worker_props, key + ".") if not props.get(key) else {}), **prefixed(props, key + ".")}
+    return PluginSpec(class_name, own)
+
+
+def _transforms(props: Mapping[str, str], aliases: list[str], out: Parsed) -> list[PluginSpec]:
+    known = available_plugins(TRANSFORM_GROUP)
+    specs = []
+    for alias in aliases:
+        type_key = f"transforms.{alias}.type"
+        class_name = props.get(type_key)
+        if not class_name:
+            out.problems.append(Problem(type_key, None, f"is required for the transform alias {alias!r}"))
+            continue
+        if class_name not in known:
+            out.problems.append(Problem(type_key, class_name,
+                                        f"unknown transform; available: {', '.join(sorted(known)) or 'none'}"))
+            continue
+        own = prefixed(props, f"transforms.{alias}.")
+        own.pop("type", None)
+        specs.append(PluginSpec(class_name, own, alias))
+    return specs
+
+
+def _catalog_props(props: Mapping[str, str]) -> dict[str, str]:
+    catalog = prefixed(props, CATALOG_PREFIX)
+    if not catalog:
+        catalog = {"type": "hadoop", "warehouse": "file://" + os.path.abspath("warehouse")}
+    for key, value in prefixed(props, HADOOP_PREFIX).items():
+        catalog.setdefault(f"hadoop.{key}", value)
+    return catalog
+
+
+def _check_unknown(props: Mapping[str, str], out: Parsed) -> None:
+    prefixes = (CATALOG_PREFIX, HADOOP_PREFIX, AUTO_CREATE_PREFIX, WRITE_PREFIX, KAFKA_PREFIX)
+    for key in props:
+        if key in CONNECTOR_KEYS or key.startswith(prefixes):
+            continue
+        if key.startswith(TABLE_PREFIX):
+            if key.rsplit(".", 1)[-1] not in TABLE_KEYS:
+                out.warnings.append(f"unknown key {key!r} ignored (per-table keys are {', '.join(TABLE_KEYS)})")
+            continue
+        if key.startswith(("iceberg.", "tabletopic.")):
+            out.warnings.append(f"unknown key {key!r} ignored")
+
+
+def _check_tables(values: dict[str, Any], props: Mapping[str, str], out: Parsed) -> None:
+    tables, dynamic, route_field = values["iceberg.tables"], values["iceberg.tables.dynamic-enabled"], \
+        values["iceberg.tables.route-field"]
+    if tables and dynamic:
+        out.problems.append(Problem("iceberg.tables.dynamic-enabled", True,
+                                    "cannot be true while iceberg.tables lists static tables; choose one"))
+    elif dynamic and not route_field:
+        out.problems.append(Problem("iceberg.tables.route-field", None,
+                                    "is required when iceberg.tables.dynamic-enabled=true"))
+    elif not tables and not dynamic:
+        out.problems.append(Problem("iceberg.tables", None,
+                                    "is required: list the destination tables, or set "
+                                    "iceberg.tables.dynamic-enabled=true with iceberg.tables.route-field"))
+    for name in tables or []:
+        if not re.fullmatch(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)+|[A-Za-z0-9_]+", name):
+            out.problems.append(Problem("iceberg.tables", name,
+                                        "table names are namespace.table with letters, digits and _"))
+    for key, value in props.items():
+        if key.startswith(TABLE_PREFIX) and key.endswith(".route-regex"):
+            try:
+                re.compile(value)
+            except re.error as exc:
+                out.problems.append(Problem(key, value, f"is not a valid regular expression: {exc}"))
+        if key.startswith(TABLE_PREFIX) and key.endswith(".partition-by"):
+            message = _partition_by_problem(value)
+            if message:
+                out.problems.append(Problem(key, value, message))
+    if values["iceberg.tables.upsert-mode-enabled"] or values["iceberg.tables.cdc-field"]:
+        for name in tables or []:
+            own = props.get(f"{TABLE_PREFIX}{name}.id-columns", props.get("iceberg.tables.default-id-columns"))
+            if not own:
+                out.problems.append(Problem("iceberg.tables.default-id-columns", None,
+                                            f"upsert and CDC need id columns; none are set for table {name}"))
+
+
+def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> ConnectorConfig:
+    """Validate a connector configuration; raise ConfigError listing every problem."""
+    props = {str(k): str(v) if not isinstance(v, str) else v for k, v in props.items() if v is not None}
+    out = Parsed()
+    parse_keys(CONNECTOR_KEYS, props, out)
+    values = out.values
+    if bool(values["topics"]) == bool(values["topics.regex"]):
+        out.problems.append(Problem("topics", props.get("topics"), "set exactly one of topics and topics.regex"))
+    _check_tables(values, props, out)
+    _check_unknown(props, out)
+    if values["errors.deadletterqueue.topic.name"] and values["errors.tolerance"] != "all":
+        out.warnings.append("errors.deadletterqueue.topic.name is set but errors.tolerance=none: "
+                            "failed records stop the connector and never reach the dead-letter topic")
+    key_conv = _plugin(props, "key.converter", worker.key_converter, worker.raw, out)
+    value_conv = _plugin(props, "value.converter", worker.value_converter, worker.raw, out)
+    transforms = _transforms(props, values["transforms"], out)
+    if out.problems:
+        raise ConfigError(out.problems, f"connector {props.get('name', '<unnamed>')!r}")
+    overrides = {**prefixed(props, KAFKA_PREFIX), **prefixed(props, CONSUMER_OVERRIDE_PREFIX)}
+    return ConnectorConfig(
+        name=values["name"],
+        topics=values["topics"],
+        topics_regex=values["topics.regex"],
+        key_converter=key_conv,
+        value_converter=value_conv,
+        transforms=transforms,
+        tables=values["iceberg.tables"],
+        dynamic_enabled=values["iceberg.tables.dynamic-enabled"],
+        route_field=values["iceberg.tables.route-field"],
+        auto_create=values["iceberg.tables.auto-create-enabled"],
+        evolve_schema=values["iceberg.tables.evolve-schema-enabled"],
+        force_optional=values["iceberg.tables.schema-force-optional"],
+        case_insensitive=values["iceberg.tables.schema-case-insensitive"],
+        upsert_mode=values["iceberg.tables.upsert-mode-enabled"],
+        cdc_field=values["iceberg.tables.cdc-field"],
+        auto_create_props=prefixed(props, AUTO_CREATE_PREFIX),
+        write_props=prefixed(props, WRITE_PREFIX),
+        commit_interval_ms=values["iceberg.control.commit.interval-ms"],
+        commit_timeout_ms=values["iceberg.control.commit.timeout-ms"],
+        commit_threads=values["iceberg.control.commit.threads"],
+        control_topic=values["iceberg.control.topic"],
+        control_group_prefix=values["iceberg.control.group-id-prefix"],
+        catalog_name=values["iceberg.catalog"],
+        catalog_props=_catalog_props(props),
+        group_id=values["iceberg.connect.group-id"] or f"connect-{values['name']}",
+        errors_tolerance=values["errors.tolerance"],
+        dlq_topic=values["errors.deadletterqueue.topic.name"],
+        dlq_context_headers=values["errors.deadletterqueue.context.headers.enable"],
+        errors_log_enable=values["errors.log.enable"],
+        errors_log_include_messages=values["errors.log.include.messages"],
+        buffer_flush_bytes=values["tabletopic.buffer.flush-bytes"],
+        buffer_max_bytes=values["tabletopic.buffer.max-bytes"],
+        offsets_refresh_barriers=values["tabletopic.offsets.refresh-barriers"],
+        consumer_overrides=overrides,
+        raw=props,
+        warnings=out.warnings,
+    )

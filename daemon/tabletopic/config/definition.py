@@ -1,0 +1,131 @@
+"""Typed configuration keys: one definition per key, with its type, default and documentation.
+
+Both the connector and the worker configuration are declared here as tables of
+:class:`Key`.  Parsing collects every problem instead of stopping at the first,
+so ``tabletopic validate`` can list them all.  The README's key reference is
+generated from these tables (``tabletopic keys``), so the docs cannot drift.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class KeyType(Enum):
+    STRING = "string"
+    INT = "int"
+    LONG = "long"
+    BOOLEAN = "boolean"
+    LIST = "list"
+    REGEX = "regex"
+    PREFIX = "prefix"  # a family of keys, e.g. iceberg.catalog.*
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    type: KeyType
+    default: Any
+    doc: str
+    allowed: tuple[str, ...] | None = None
+    minimum: int | None = None
+    validator: Callable[[Any], str | None] | None = None
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a configuration; ``key`` names where it is."""
+
+    key: str
+    value: Any
+    message: str
+
+    def __str__(self) -> str:
+        shown = "" if self.value is None else f"={self.value!r}"
+        return f"{self.key}{shown}: {self.message}"
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run; lists every problem found."""
+
+    def __init__(self, problems: list[Problem], source: str = "configuration") -> None:
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"invalid {source} ({len(problems)} problem{'s' if len(problems) != 1 else ''}):\n{lines}")
+
+
+@dataclass
+class Parsed:
+    values: dict[str, Any] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+_TRUE = {"true"}
+_FALSE = {"false"}
+
+
+def parse_value(key: Key, raw: Any, out: Parsed) -> Any:
+    """Convert ``raw`` (a string from a properties file, or a JSON value) to the key's type."""
+    if key.type is KeyType.BOOLEAN:
+        if isinstance(raw, bool):
+            return raw
+        lowered = str(raw).strip().lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        out.problems.append(Problem(key.name, raw, "must be true or false"))
+        return key.default
+    if key.type in (KeyType.INT, KeyType.LONG):
+        try:
+            number = int(str(raw).strip())
+        except ValueError:
+            out.problems.append(Problem(key.name, raw, f"must be a whole number ({key.type.value})"))
+            return key.default
+        if key.minimum is not None and number < key.minimum:
+            out.problems.append(Problem(key.name, raw, f"must be at least {key.minimum}"))
+            return key.default
+        return number
+    if key.type is KeyType.LIST:
+        items = raw if isinstance(raw, list) else [s.strip() for s in str(raw).split(",")]
+        return [s for s in items if s]
+    if key.type is KeyType.REGEX:
+        try:
+            return re.compile(str(raw))
+        except re.error as exc:
+            out.problems.append(Problem(key.name, raw, f"is not a valid regular expression: {exc}"))
+            return key.default
+    value = str(raw).strip()
+    if key.allowed is not None and value not in key.allowed:
+        out.problems.append(Problem(key.name, raw, f"must be one of: {', '.join(key.allowed)}"))
+        return key.default
+    return value
+
+
+def parse_keys(keys: Mapping[str, Key], props: Mapping[str, Any], out: Parsed) -> None:
+    """Parse every declared key of ``keys`` present in ``props``; fill defaults for the rest."""
+    for name, key in keys.items():
+        if key.type is KeyType.PREFIX:
+            continue
+        if name in props and props[name] is not None and str(props[name]) != "":
+            value = parse_value(key, props[name], out)
+            if key.validator is not None and value is not None:
+                message = key.validator(value)
+                if message:
+                    out.problems.append(Problem(name, props[name], message))
+            out.values[name] = value
+        else:
+            if key.required:
+                out.problems.append(Problem(name, None, f"is required: {key.doc}"))
+            out.values[name] = key.default
+
+
+def prefixed(props: Mapping[str, Any], prefix: str) -> dict[str, str]:
+    """The keys under ``prefix``, with the prefix removed."""
+    return {k[len(prefix):]: str(v) for k, v in props.items() if k.startswith(prefix) and len(k) > len(prefix)}

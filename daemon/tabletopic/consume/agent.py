@@ -1,0 +1,190 @@
+"""Consume a connector's topics with a Faust agent (faust-streaming on aiokafka).
+
+The Faust app is this connector's consumer group member.  Faust's own offset
+commits are switched off (the topic is declared with ``acks=False``, so Faust
+never records an acked offset): the sink commits group offsets itself, after
+the tables.  On assignment the app seeks every new partition to the position
+the tables give; on revocation it waits for the sink's commit barrier.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import faust
+import structlog
+from aiokafka import TopicPartition as KafkaTP
+from aiokafka.admin import AIOKafkaAdminClient
+from faust.types import TP, EventT
+
+from tabletopic.config.connector import ConnectorConfig
+from tabletopic.config.worker import WorkerConfig
+from tabletopic.convert.records import RawRecords
+from tabletopic.failed_records import RecordFailed
+from tabletopic.sink_task import SinkTask
+
+log = structlog.get_logger(__name__)
+_NEVER = 10**9  # Faust commit settings that, with acks off, keep Faust from committing at all
+_LAG_EVERY_S = 2.0
+
+
+class FaustConsumer:
+    def __init__(self, config: ConnectorConfig, worker: WorkerConfig, task: SinkTask) -> None:
+        self.config = config
+        self.worker_config = worker
+        self.task = task
+        self.log = log.bind(connector=config.name)
+        self.fatal: BaseException | None = None
+        self.failed = asyncio.Event()
+        self._draining = False
+        self._tasks: list[asyncio.Task[None]] = []
+        session_s = worker.session_timeout_ms / 1000
+        overrides = {**worker.consumer_props, **config.consumer_overrides}
+        self.app = faust.App(
+            config.group_id,
+            broker=[f"kafka://{server}" for server in worker.bootstrap_servers],
+            web_enabled=False,
+            store="memory://",
+            autodiscover=False,
+            topic_allow_declare=False,
+            topic_disable_leader=True,
+            broker_session_timeout=session_s,
+            broker_heartbeat_interval=worker.heartbeat_interval_ms / 1000,
+            broker_rebalance_timeout=max(60.0, config.commit_timeout_ms / 1000 * 2),
+            broker_commit_every=_NEVER,
+            broker_commit_interval=float(_NEVER),
+            broker_max_poll_records=worker.max_poll_records,
+            consumer_auto_offset_reset=overrides.get("auto.offset.reset", worker.auto_offset_reset),
+            stream_wait_empty=False,
+            stream_buffer_maxsize=max(4096, worker.max_poll_records * 2),
+            loghandlers=[],
+        )
+        topic_kwargs: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw",
+                                        "value_serializer": "raw", "acks": False}
+        if config.topics_regex is not None:
+            self.topic = self.app.topic(pattern=config.topics_regex.pattern, **topic_kwargs)
+        else:
+            self.topic = self.app.topic(*(config.topics or []), **topic_kwargs)
+        self.app.agent(self.topic, name=f"tabletopic-{config.name}")(self._consume)
+        self.app.on_partitions_assigned.connect(self._on_assigned)
+        self.app.on_partitions_revoked.connect(self._on_revoked)
+        task.bind_consumer(self._commit_group, self._group_offsets, self._reseek_all)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    async def start(self) -> None:
+        await self.app.start()
+        self._tasks.append(asyncio.get_running_loop().create_task(self._report_lag(), name="lag"))
+
+    async def drain(self) -> None:
+        """Stop handing records to the sink (the final barrier follows)."""
+        self._draining = True
+
+    async def stop(self) -> None:
+        self._draining = True
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.app.stop()
+
+    # -- the agent --------------------------------------------------------------------------------
+    async def _consume(self, stream: faust.StreamT) -> None:
+        async for events in stream.take_events(self.worker_config.max_poll_records, within=0.1):
+            if self._draining or self.fatal is not None:
+                continue
+            try:
+                for raw in self._by_partition(events):
+                    await self.task.ingest(raw)
+                while self.task.over_memory and not self._draining:
+                    await self.task.barrier("pressure")
+            except RecordFailed as exc:
+                self._fail(exc)
+            except Exception as exc:  # any other fault stops the connector rather than skipping records
+                self.log.exception("sink failed while ingesting records")
+                self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        self.fatal = exc
+        self.failed.set()
+
+    def _by_partition(self, events: Sequence[EventT]) -> list[RawRecords]:
+        batches: dict[tuple[str, int], RawRecords] = {}
+        positions = self.task.worker.positions
+        for event in events:
+            message = event.message
+            tp = (message.topic, message.partition)
+            position = positions.get(tp)
+            if position is not None and message.offset < position:
+                continue  # fetched before a seek; the tables already have it or it comes again
+            raw = batches.get(tp)
+            if raw is None:
+                raw = batches[tp] = RawRecords(message.topic, message.partition, [], [], [], [], [])
+            raw.offsets.append(message.offset)
+            raw.timestamps.append(int(message.timestamp * 1000))
+            raw.keys.append(message.key)
+            raw.values.append(message.value)
+            raw.headers.append([(k, v) for k, v in (message.headers or [])])
+        return list(batches.values())
+
+    # -- rebalances -------------------------------------------------------------------------------
+    async def _on_assigned(self, sender: Any, assigned: set[TP], **_: Any) -> None:
+        tps = {(tp.topic, tp.partition) for tp in assigned}
+        try:
+            seeks = await self.task.on_assigned(tps)
+        except Exception as exc:
+            self.log.exception("cannot read positions from the tables; stopping rather than guessing")
+            self._fail(exc)
+            return
+        for (topic, partition), offset in seeks.items():
+            await self.app.consumer.seek(TP(topic, partition), offset)
+        self.log.info("partitions assigned", partitions=len(tps), seeked=len(seeks))
+
+    async def _on_revoked(self, sender: Any, revoked: set[TP], **_: Any) -> None:
+        tps = {(tp.topic, tp.partition) for tp in revoked}
+        self.log.info("partitions revoked", partitions=len(tps))
+        await self.task.on_revoked(tps)
+
+    async def _reseek_all(self) -> None:
+        """After a fenced commit: positions come from the tables again."""
+        seeks = await self.task.seek_positions(set(self.task.assigned))
+        for (topic, partition), offset in seeks.items():
+            await self.app.consumer.seek(TP(topic, partition), offset)
+
+    # -- group offsets, for lag tools -------------------------------------------------------------
+    async def _commit_group(self, positions: dict[tuple[str, int], int]) -> None:
+        assignment = self.app.consumer.assignment()
+        offsets = {TP(t, p): o for (t, p), o in positions.items() if TP(t, p) in assignment}
+        if offsets:
+            await self.app.consumer._commit(offsets)  # noqa: SLF001 - Faust's explicit-offset commit
+
+    async def _group_offsets(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=",".join(self.worker_config.bootstrap_servers))
+        await admin.start()
+        try:
+            found = await admin.list_consumer_group_offsets(
+                self.config.group_id, partitions=[KafkaTP(t, p) for t, p in tps])
+        finally:
+            await admin.close()
+        return {(tp.topic, tp.partition): meta.offset for tp, meta in found.items() if meta.offset >= 0}
+
+    async def _report_lag(self) -> None:
+        """Lag from the fetch highwater (ListOffsets is not trusted: some brokers answer it wrongly)."""
+        while True:
+            await asyncio.sleep(_LAG_EVERY_S)
+            try:
+                committed = self.task.coordinator.table_offsets
+                for tp in list(self.app.consumer.assignment()):
+                    highwater = self.app.consumer.highwater(tp)
+                    if highwater is None or highwater < 0:
+                        continue
+                    key = (tp.topic, tp.partition)
+                    position = self.task.worker.positions.get(key)
+                    labels = {"topic": tp.topic, "partition": str(tp.partition)}
+                    if position is not None:
+                        self.task.metrics.lag.labels(**labels).set(max(0, highwater - position))
+                    done = [offs[key] for offs in committed.values() if key in offs]
+                    if done:
+                        self.task.metrics.committed_lag.labels(**labels).set(max(0, highwater - min(done)))
+            except Exception as exc:  # metrics must never take the sink down
+                self.log.debug("lag report failed", error=str(exc))

@@ -1,0 +1,65 @@
+"""The converter contract: raw Kafka bytes in, Arrow rows out.
+
+A converter sees a whole batch of values (or keys) at once, so it can parse
+them with vectorised Arrow code instead of one Python object per field.  A
+value it cannot convert is reported as a :class:`Failure` with its position;
+the rest of the batch is still converted.  Converters are plugins, found by
+their Kafka Connect class name in the ``tabletopic.converters`` entry-point group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from tabletopic.config.connector import CONVERTER_GROUP, PluginSpec, available_plugins
+
+
+@dataclass
+class Converted:
+    """Rows converted from the input positions in ``indexes`` (ascending), in that order."""
+
+    table: pa.Table
+    indexes: np.ndarray
+
+
+@dataclass(frozen=True)
+class Failure:
+    index: int
+    reason: str
+
+
+@dataclass
+class ConvertResult:
+    parts: list[Converted] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+
+    @classmethod
+    def single(cls, table: pa.Table, indexes: Sequence[int] | np.ndarray) -> ConvertResult:
+        return cls([Converted(table, np.asarray(indexes, dtype=np.int64))]) if len(indexes) else cls()
+
+
+class Converter(Protocol):
+    def configure(self, props: Mapping[str, str], is_key: bool) -> None: ...
+
+    def convert(self, topic: str, data: Sequence[bytes]) -> ConvertResult:
+        """Convert non-null payloads; ``data`` never holds None (tombstones are handled upstream)."""
+        ...
+
+
+def load_converter(spec: PluginSpec, is_key: bool) -> Converter:
+    entry = available_plugins(CONVERTER_GROUP).get(spec.class_name)
+    if entry is None:  # validated earlier; kept for converters removed after validation
+        raise ValueError(f"unknown converter {spec.class_name!r}")
+    converter: Converter = entry.load()()
+    converter.configure(spec.props, is_key)
+    return converter
+
+
+def python_rows_to_table(rows: list[dict[str, object]], schema: pa.Schema | None = None) -> pa.Table:
+    """Slow path for values that need per-field Python work; kept in one place to find it."""
+    return pa.Table.from_pylist(rows, schema=schema)

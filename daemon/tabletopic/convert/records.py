@@ -1,0 +1,54 @@
+"""Records between the stages: one topic-partition's converted rows and their Kafka metadata."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+
+@dataclass
+class RawRecords:
+    """What the consumer fetched from one topic-partition, in offset order."""
+
+    topic: str
+    partition: int
+    offsets: list[int]
+    timestamps: list[int]  # milliseconds since the epoch
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    headers: list[list[tuple[str, bytes]]]
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    @property
+    def next_offset(self) -> int:
+        return self.offsets[-1] + 1
+
+
+@dataclass
+class SinkRecords:
+    """Converted rows of one topic-partition; ``rows`` maps each row back to its RawRecords position."""
+
+    topic: str
+    partition: int
+    value: pa.Table
+    offsets: np.ndarray  # int64, one per row, ascending
+    timestamps: np.ndarray  # int64 milliseconds, one per row
+    rows: np.ndarray  # positions in the RawRecords this came from
+    tombstone: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+
+    def __len__(self) -> int:
+        return self.value.num_rows
+
+    def take(self, mask: np.ndarray) -> SinkRecords:
+        """The rows where ``mask`` is true."""
+        return SinkRecords(self.topic, self.partition, self.value.filter(pa.array(mask)), self.offsets[mask],
+                           self.timestamps[mask], self.rows[mask],
+                           self.tombstone[mask] if len(self.tombstone) else self.tombstone)
+
+    def with_value(self, value: pa.Table) -> SinkRecords:
+        return SinkRecords(self.topic, self.partition, value, self.offsets, self.timestamps, self.rows,
+                           self.tombstone)

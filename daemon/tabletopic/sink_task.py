@@ -1,0 +1,254 @@
+"""One connector at work: the data path from fetched records to committed snapshots.
+
+    consume → convert → transform → route → buffer → write → commit
+
+The consumer (``consume/``) hands :class:`RawRecords` to :meth:`SinkTask.ingest`,
+which converts, transforms and routes them and buffers the rows per table in
+the worker.  :meth:`SinkTask.barrier` runs a commit barrier: the worker writes
+files and reports positions, the coordinator commits a snapshot per table, and
+only then are the consumer group's offsets committed (for lag tools; the tables
+stay the source of truth, see :meth:`on_assigned`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+
+import numpy as np
+import structlog
+
+from tabletopic.commit.coordinator import Coordinator
+from tabletopic.commit.events import CommitComplete, StartCommit, TopicPartition
+from tabletopic.commit.source_offsets import offsets_key, read_offsets
+from tabletopic.commit.table_committer import TableCommitter
+from tabletopic.config.connector import ConnectorConfig
+from tabletopic.config.worker import WorkerConfig
+from tabletopic.convert.converter import Converter, load_converter
+from tabletopic.convert.records import RawRecords, SinkRecords
+from tabletopic.failed_records import FailedRecords, RecordFailure
+from tabletopic.ops.metrics import SinkMetrics
+from tabletopic.route.router import Router
+from tabletopic.transform.chain import TransformChain, TransformError
+from tabletopic.write.file_writer import FileWriter
+from tabletopic.write.iceberg_tables import IcebergTables, TableError
+from tabletopic.write.spark_session import SparkRuntime
+from tabletopic.write.worker import Worker
+
+log = structlog.get_logger(__name__)
+
+GroupCommit = Callable[[dict[TopicPartition, int]], Awaitable[None]]
+GroupOffsets = Callable[[list[TopicPartition]], Awaitable[dict[TopicPartition, int]]]
+
+
+class SinkTask:
+    def __init__(self, config: ConnectorConfig, worker_config: WorkerConfig, spark: SparkRuntime,
+                 metrics: SinkMetrics) -> None:
+        self.config = config
+        self.metrics = metrics
+        self.log = log.bind(connector=config.name)
+        self.value_converter: Converter = load_converter(config.value_converter, is_key=False)
+        self.key_converter: Converter = load_converter(config.key_converter, is_key=True)
+        self.transforms = TransformChain(config.transforms)
+        self.router = Router(config)
+        self.tables = IcebergTables(spark, config)
+        self.coordinator = Coordinator(
+            self.tables, TableCommitter(lambda: spark.jvm, config.name, config.group_id), metrics,
+            config.group_id, config.offsets_refresh_barriers, config.commit_timeout_ms / 1000)
+        self.worker = Worker(self.tables, FileWriter(spark, config.write_props), metrics, config.buffer_flush_bytes,
+                             config.case_insensitive, self.coordinator.recorded_offsets)
+        self.failed = FailedRecords(config, metrics, worker_config.bootstrap_servers)
+        self.assigned: set[TopicPartition] = set()
+        self._barrier_lock = asyncio.Lock()
+        self._group_commit: GroupCommit | None = None
+        self._group_offsets: GroupOffsets | None = None
+        self._reseek: Callable[[], Awaitable[None]] | None = None
+        self.last_barrier_error: str | None = None
+        self.commits_done = 0
+
+    def bind_consumer(self, group_commit: GroupCommit, group_offsets: GroupOffsets,
+                      reseek: Callable[[], Awaitable[None]]) -> None:
+        self._group_commit, self._group_offsets, self._reseek = group_commit, group_offsets, reseek
+
+    async def start(self) -> None:
+        await self.failed.start()
+
+    async def stop(self) -> None:
+        await self.failed.stop()
+
+    # -- ingest -----------------------------------------------------------------------------------
+    async def ingest(self, raw: RawRecords) -> None:
+        """Convert, transform, route and buffer one topic-partition's records, or fail them."""
+        tp = (raw.topic, raw.partition)
+        if tp not in self.assigned:
+            return  # fetched before a revocation; the new owner reads it
+        self.metrics.records_consumed.labels(topic=raw.topic).inc(len(raw))
+        self.metrics.bytes_consumed.labels(topic=raw.topic).inc(
+            sum(len(v) for v in raw.values if v) + sum(len(k) for k in raw.keys if k))
+        failures: list[RecordFailure] = []
+        staged: dict[str, list[SinkRecords]] = {}
+        for records in self._convert(raw, failures):
+            try:
+                records = self.transforms.apply(records) if self.transforms else records
+            except TransformError as exc:
+                failures.extend(RecordFailure("transform", int(r), str(exc)) for r in records.rows)
+                continue
+            if not len(records):
+                continue
+            routed = self.router.route(records)
+            failures.extend(RecordFailure("route", f.index, f.reason) for f in routed.failures)
+            for table, subset in routed.by_table.items():
+                try:
+                    parts, schema_failures = self.worker.prepare(table, subset)
+                except TableError as exc:
+                    failures.extend(RecordFailure("schema", int(r), str(exc)) for r in subset.rows)
+                    continue
+                failures.extend(RecordFailure("schema", f.index, f.reason) for f in schema_failures)
+                staged.setdefault(table, []).extend(parts)
+        await self.failed.handle(raw, failures)  # raises under errors.tolerance=none
+        if failures:
+            bad = np.asarray(sorted({f.index for f in failures}), dtype=np.int64)
+            staged = {t: [p.take(~np.isin(p.rows, bad)) for p in parts] for t, parts in staged.items()}
+        for table, parts in staged.items():
+            self.worker.buffer(table, [p for p in parts if len(p)])
+        self.worker.advance(tp, raw.next_offset)
+        self.metrics.buffered_records.set(self.worker.buffered_records)
+        self.metrics.buffered_bytes.set(self.worker.buffered_bytes)
+        self.worker.maybe_flush()
+
+    def _convert(self, raw: RawRecords, failures: list[RecordFailure]) -> Iterable[SinkRecords]:
+        present = [i for i, v in enumerate(raw.values) if v is not None]
+        # Tombstones carry no row to append; upsert mode turns them into deletes.
+        if not present:
+            return []
+        result = self.value_converter.convert(raw.topic, [raw.values[i] for i in present])
+        failures.extend(RecordFailure("convert", present[f.index], f.reason) for f in result.failures)
+        position = np.asarray(present, dtype=np.int64)
+        offsets = np.asarray(raw.offsets, dtype=np.int64)
+        stamps = np.asarray(raw.timestamps, dtype=np.int64)
+        out = []
+        for part in result.parts:
+            rows = position[part.indexes]
+            out.append(SinkRecords(raw.topic, raw.partition, part.table, offsets[rows], stamps[rows], rows))
+        return out
+
+    @property
+    def over_memory(self) -> bool:
+        return self.worker.buffered_bytes > self.config.buffer_max_bytes
+
+    # -- barriers ---------------------------------------------------------------------------------
+    async def barrier(self, reason: str) -> CommitComplete | None:
+        async with self._barrier_lock:
+            started = time.monotonic()
+            self.metrics.barriers.labels(reason=reason).inc()
+            event = StartCommit(str(uuid.uuid4()), reason)
+            try:
+                complete = await self.worker.start_commit(event)
+            except Exception as exc:
+                self.last_barrier_error = f"writing files failed: {exc}"
+                self.log.error("writing files failed; nothing committed, records will be re-read",
+                               error=str(exc), reason=reason)
+                self.worker.reset()
+                self.coordinator.reset()
+                if self._reseek is not None:
+                    await self._reseek()
+                return None
+            result = await self.coordinator.commit(complete, started)
+            if result.fenced:
+                self.last_barrier_error = "fenced: " + "; ".join(result.failed.values())
+                self.worker.reset()
+                if self._reseek is not None:
+                    await self._reseek()
+                return result
+            if result.failed:
+                self.last_barrier_error = "; ".join(f"{t}: {why}" for t, why in result.failed.items())
+                return result
+            self.last_barrier_error = None
+            self.commits_done += len(result.snapshots)
+            positions = {tp: o for tp, o in complete.positions.items() if tp in self.assigned}
+            if positions and self._group_commit is not None:
+                try:
+                    await self._group_commit(positions)
+                except Exception as exc:  # lag tools only; the tables already hold the truth
+                    self.log.warning("could not commit consumer group offsets", error=str(exc))
+            return result
+
+    # -- assignment -------------------------------------------------------------------------------
+    async def on_assigned(self, tps: set[TopicPartition]) -> dict[TopicPartition, int]:
+        """Where to start each partition: the lowest offset any table records, and never past the group's."""
+        fresh = set(tps) - self.assigned
+        self.assigned = set(tps)
+        self.metrics.assigned_partitions.set(len(tps))
+        if not fresh:
+            return {}
+        return await self.seek_positions(fresh)
+
+    async def seek_positions(self, tps: set[TopicPartition]) -> dict[TopicPartition, int]:
+        known = await asyncio.to_thread(self._known_tables)
+        floors = await asyncio.to_thread(self.coordinator.reread, known)
+        group = await self._group_offsets(sorted(tps)) if self._group_offsets else {}
+        seeks: dict[TopicPartition, int] = {}
+        for tp in tps:
+            candidates = [offsets[tp] for offsets in floors.values() if tp in offsets]
+            if tp in group:
+                candidates.append(group[tp])
+            if candidates:
+                seeks[tp] = min(candidates)
+                self.worker.positions[tp] = seeks[tp]
+        self.worker.set_floors(floors, tps)
+        self.log.info("positions from the tables", seeks={f"{t}[{p}]": o for (t, p), o in sorted(seeks.items())},
+                      tables=known)
+        return seeks
+
+    async def on_revoked(self, tps: set[TopicPartition]) -> None:
+        """Commit what is buffered before the partitions go; what cannot commit is re-read by the new owner."""
+        if not tps:
+            return
+        await self.barrier("revoke")
+        self.worker.release(tps)
+        self.assigned -= set(tps)
+        for topic, partition in tps:
+            self.metrics.forget_partition(topic, partition)
+
+    def _known_tables(self) -> list[str]:
+        names = set(self.coordinator.table_offsets) | set(self.tables.known())
+        for name in self.config.tables or []:
+            if name in names or self.tables.exists(name):
+                names.add(name)
+        if self.config.dynamic_enabled and not getattr(self, "_scanned", False):
+            names |= self._scan_catalog()
+            self._scanned = True
+        return sorted(n for n in names if n in self.tables.known() or self.tables.try_load(n) is not None)
+
+    def _scan_catalog(self) -> set[str]:
+        """Dynamic routing can have written any table: find those whose snapshots carry our offsets."""
+        found: set[str] = set()
+        key = offsets_key(self.config.group_id)
+        try:
+            catalog = self.tables.jvm_catalog()
+            stack = [self.tables.jvm.org.apache.iceberg.catalog.Namespace.empty()]
+            while stack:
+                namespace = stack.pop()
+                for child in catalog.listNamespaces(namespace):
+                    stack.append(child)
+                if namespace.isEmpty():
+                    continue
+                for ident in catalog.listTables(namespace):
+                    table = catalog.loadTable(ident)
+                    snapshot = table.currentSnapshot()
+                    if snapshot is not None and (snapshot.summary().containsKey(key)
+                                                 or read_offsets(table, None, self.config.group_id)):
+                        found.add(ident.toString())
+        except Exception as exc:  # a catalog without namespace listing: only static and used tables count
+            self.log.warning("could not list the catalog's tables", error=str(exc))
+        return found
+
+    # -- readiness --------------------------------------------------------------------------------
+    def ready(self) -> tuple[bool, str]:
+        if not self.assigned:
+            return False, "no partitions assigned"
+        if self.last_barrier_error:
+            return False, f"last commit failed: {self.last_barrier_error}"
+        return True, "ok"

@@ -1,0 +1,159 @@
+"""A standalone worker: one process, its connectors, one SparkSession, one HTTP listener.
+
+Everything is built from the configuration objects and owned by the
+:class:`Standalone` instance, so two can run in one process (tests do).
+Shutdown is graceful: consumption stops, one last barrier commits what is
+buffered, the consumer leaves its group and the process exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from dataclasses import dataclass
+
+import structlog
+
+from tabletopic.config.connector import ConnectorConfig
+from tabletopic.config.worker import WorkerConfig
+from tabletopic.consume.agent import FaustConsumer
+from tabletopic.ops.http_server import ConnectorView, HttpServer
+from tabletopic.ops.metrics import SinkMetrics, new_registry
+from tabletopic.sink_task import SinkTask
+from tabletopic.write.iceberg_tables import TableError
+from tabletopic.write.spark_session import SparkRuntime
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class _Connector:
+    config: ConnectorConfig
+    task: SinkTask
+    consumer: FaustConsumer
+    timer: asyncio.Task[None] | None = None
+
+
+class StartupError(RuntimeError):
+    """The worker cannot start; the message says what to fix."""
+
+
+class Standalone:
+    def __init__(self, worker: WorkerConfig, connectors: list[ConnectorConfig],
+                 spark: SparkRuntime | None = None) -> None:
+        self.worker = worker
+        self.spark = spark or SparkRuntime(worker.spark_conf)
+        self._owns_spark = spark is None
+        self.registry = new_registry(lambda: self.spark.jvm if self.spark._session is not None else None)
+        self.connectors: list[_Connector] = []
+        self._configs = connectors
+        self.http: HttpServer | None = None
+        self.stop_requested = asyncio.Event()
+
+    async def _build(self) -> None:
+        await asyncio.to_thread(lambda: self.spark.session)
+        for config in self._configs:
+            metrics = SinkMetrics(self.registry, config.name)
+            task = await asyncio.to_thread(SinkTask, config, self.worker, self.spark, metrics)
+            await asyncio.to_thread(_check_catalog, task)
+            self.connectors.append(_Connector(config, task, FaustConsumer(config, self.worker, task)))
+
+    async def run(self) -> int:
+        """Run until stop_requested is set or a connector fails; return the exit code."""
+        try:
+            await self._build()
+        except (TableError, StartupError) as exc:
+            log.error("cannot start", error=str(exc))
+            return 2
+        if self.worker.listeners:
+            self.http = HttpServer(self.worker.listeners[0], self.registry, [
+                ConnectorView(c.config.name, c.config.raw, _status(c), c.task.ready) for c in self.connectors])
+            await self.http.start()
+            log.info("listening", url=f"http://{self.http.host}:{self.http.port}")
+        for c in self.connectors:
+            await c.task.start()
+            await c.consumer.start()
+            c.timer = asyncio.get_running_loop().create_task(self._barriers(c), name=f"barrier-{c.config.name}")
+            log.info("connector started", connector=c.config.name, group=c.config.group_id,
+                     interval_ms=c.config.commit_interval_ms)
+        failed = [asyncio.ensure_future(c.consumer.failed.wait()) for c in self.connectors]
+        stop = asyncio.ensure_future(self.stop_requested.wait())
+        await asyncio.wait([stop, *failed], return_when=asyncio.FIRST_COMPLETED)
+        for f in [stop, *failed]:
+            f.cancel()
+        return await self.shutdown()
+
+    async def _barriers(self, c: _Connector) -> None:
+        interval = c.config.commit_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await c.task.barrier("interval")
+            except Exception:
+                log.exception("commit barrier failed", connector=c.config.name)
+
+    async def shutdown(self) -> int:
+        code = 0
+        timeout = self.worker.shutdown_timeout_ms / 1000
+        for c in self.connectors:
+            await c.consumer.drain()
+            if c.timer is not None:
+                c.timer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await c.timer
+            try:
+                await asyncio.wait_for(self._final_barrier(c), timeout)
+            except asyncio.TimeoutError:
+                log.error("final commit did not finish in task.shutdown.graceful.timeout.ms; "
+                          "uncommitted records will be re-read on restart", connector=c.config.name)
+                code = 1
+            if c.consumer.fatal is not None:
+                log.error("connector stopped", connector=c.config.name, error=str(c.consumer.fatal))
+                code = 1
+            await c.consumer.stop()
+            await c.task.stop()
+        if self.http is not None:
+            await self.http.stop()
+        if self._owns_spark:
+            await asyncio.to_thread(self.spark.stop)
+        log.info("stopped", exit_code=code)
+        return code
+
+    async def _final_barrier(self, c: _Connector) -> None:
+        await c.task.worker.wait_for_flushes()
+        result = await c.task.barrier("shutdown")
+        if result is not None and result.failed:
+            raise asyncio.TimeoutError  # reported like a timeout: some records stay uncommitted
+
+    def install_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        log.info("stopping on signal; committing what is buffered", signal=sig.name)
+        self.stop_requested.set()
+
+
+def _check_catalog(task: SinkTask) -> None:
+    try:
+        task.tables.jvm_catalog()
+        for name in task.config.tables or []:
+            task.tables.exists(name)
+    except TableError:
+        raise
+    except Exception as exc:
+        raise StartupError(f"connector {task.config.name}: the Iceberg catalog {task.config.catalog_name!r} "
+                           f"is not reachable ({exc}); check iceberg.catalog.*") from exc
+
+
+def _status(c: _Connector):  # type: ignore[no-untyped-def]
+    def status() -> dict[str, object]:
+        state = "FAILED" if c.consumer.fatal is not None else "RUNNING"
+        task = {"id": 0, "state": state, "worker_id": "tabletopic"}
+        if c.consumer.fatal is not None:
+            task["trace"] = str(c.consumer.fatal)
+        return {"name": c.config.name, "connector": {"state": state, "worker_id": "tabletopic"},
+                "tasks": [task], "type": "sink"}
+    return status

@@ -1,0 +1,48 @@
+"""Write buffered rows of one table as Parquet data files, on Spark's executors.
+
+Rows cross to the JVM as Arrow (no pandas) and are written by tabletopic's
+compiled ``SinkWriter`` through Iceberg's Parquet writers.  Nothing is
+committed here: the returned files wait for the commit barrier.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from tabletopic.buffer.table_buffer import Drained
+from tabletopic.write.iceberg_tables import TableHandle
+from tabletopic.write.spark_session import SparkRuntime
+
+
+@dataclass
+class WrittenFiles:
+    table: str
+    files: Any  # java.util.List<ContentFile>, kept in the JVM until the commit
+    file_count: int
+    records: int
+    max_timestamp_ms: int | None
+    seconds: float
+
+
+class FileWriter:
+    def __init__(self, spark: SparkRuntime, write_props: dict[str, str]) -> None:
+        self._spark = spark
+        self._write_props = dict(write_props)
+
+    @property
+    def jvm(self) -> Any:
+        return self._spark.jvm
+
+    def write(self, handle: TableHandle, drained: Drained) -> WrittenFiles:
+        started = time.monotonic()
+        rows = drained.rows
+        if rows.schema != handle.arrow_schema:
+            rows = rows.cast(handle.arrow_schema)
+        frame = self._spark.dataframe_from_arrow(rows)
+        files = self._spark.jvm.tabletopic.SinkWriter.writeDataFiles(
+            frame._jdf, handle.java, str(uuid.uuid4()), self._write_props)
+        return WrittenFiles(handle.name, files, int(files.size()), drained.records, drained.max_timestamp_ms,
+                            time.monotonic() - started)

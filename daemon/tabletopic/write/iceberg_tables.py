@@ -1,0 +1,209 @@
+"""Iceberg tables as the sink sees them: loaded or auto-created through the Java catalog.
+
+All calls go through py4j into Iceberg's Java library inside Spark's JVM.  A
+:class:`TableHandle` keeps the Java table and the Arrow schema that rows must
+have (derived from the Iceberg schema through Spark's type mapping, so what the
+writer receives is exactly what Spark expects).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import structlog
+from py4j.protocol import Py4JError, Py4JJavaError
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.types import StructType
+
+from tabletopic.config.connector import ConnectorConfig
+from tabletopic.config.partition_by import PartitionField
+from tabletopic.write.spark_session import SparkRuntime
+
+log = structlog.get_logger(__name__)
+
+
+class TableError(RuntimeError):
+    """A table cannot be used; the message names the table and what to do."""
+
+
+@dataclass
+class TableHandle:
+    name: str
+    java: Any  # org.apache.iceberg.Table
+    arrow_schema: pa.Schema
+    schema_id: int
+    branch: str | None
+
+
+def java_error_message(exc: Py4JJavaError) -> str:
+    java = exc.java_exception
+    return f"{java.getClass().getName()}: {java.getMessage()}"
+
+
+def _strip_nulls(schema: pa.Schema, force_optional: bool) -> tuple[pa.Schema, list[str]]:
+    """Columns whose type is still unknown (only nulls seen) cannot be created; report them."""
+    kept, dropped = [], []
+    for f in schema:
+        if pa.types.is_null(f.type):
+            dropped.append(f.name)
+            continue
+        kept.append(_optional(f) if force_optional else f)
+    return pa.schema(kept), dropped
+
+
+def _optional(f: pa.Field) -> pa.Field:
+    if pa.types.is_struct(f.type):
+        f = f.with_type(pa.struct([_optional(c) for c in f.type]))
+    return f.with_nullable(True)
+
+
+def _null_free(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_null(t):
+        return pa.string()
+    if pa.types.is_struct(t):
+        return pa.struct([c.with_type(_null_free(c.type)) for c in t])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(_null_free(t.value_type))
+    return t
+
+
+class IcebergTables:
+    """Loads and creates one connector's tables; safe to call from the event loop and the writer thread."""
+
+    def __init__(self, spark: SparkRuntime, config: ConnectorConfig) -> None:
+        self._spark = spark
+        self._config = config
+        self._handles: dict[str, TableHandle] = {}
+        self._lock = threading.RLock()
+        spark.register_catalog(config.catalog_name, config.catalog_props)
+
+    @property
+    def jvm(self) -> Any:
+        return self._spark.jvm
+
+    def _catalog(self) -> Any:
+        try:
+            return self._spark.iceberg_catalog(self._config.catalog_name)
+        except Py4JJavaError as exc:
+            raise TableError(f"cannot open Iceberg catalog {self._config.catalog_name!r} "
+                             f"({java_error_message(exc)}); check the iceberg.catalog.* keys") from exc
+
+    def jvm_catalog(self) -> Any:
+        return self._catalog()
+
+    def _ident(self, name: str) -> Any:
+        return self.jvm.org.apache.iceberg.catalog.TableIdentifier.parse(name)
+
+    def known(self) -> list[str]:
+        with self._lock:
+            return list(self._handles)
+
+    def exists(self, name: str) -> bool:
+        return bool(self._catalog().tableExists(self._ident(name)))
+
+    def get(self, name: str, sample: pa.Schema | None = None) -> TableHandle:
+        """The table, created from ``sample`` if it is missing and auto-create is on."""
+        with self._lock:
+            handle = self._handles.get(name)
+            if handle is not None:
+                return handle
+            catalog = self._catalog()
+            ident = self._ident(name)
+            try:
+                if catalog.tableExists(ident):
+                    java = catalog.loadTable(ident)
+                elif self._config.auto_create and sample is not None:
+                    java = self._create(catalog, ident, name, sample)
+                elif self._config.auto_create:
+                    raise TableError(f"table {name} does not exist yet; it is created with the first record")
+                else:
+                    raise TableError(f"table {name} does not exist; create it, or set "
+                                     "iceberg.tables.auto-create-enabled=true")
+            except Py4JJavaError as exc:
+                raise TableError(f"cannot load table {name}: {java_error_message(exc)}") from exc
+            handle = self._handle(name, java)
+            self._handles[name] = handle
+            return handle
+
+    def try_load(self, name: str) -> TableHandle | None:
+        """The table if it exists, without creating it."""
+        try:
+            return self.get(name, None) if self.exists(name) else None
+        except Py4JJavaError as exc:
+            raise TableError(f"cannot load table {name}: {java_error_message(exc)}") from exc
+
+    def refresh(self, name: str) -> TableHandle:
+        """Re-read the table's metadata (after a commit conflict, or a schema change by someone else)."""
+        with self._lock:
+            handle = self._handles[name]
+            handle.java.refresh()
+            if handle.java.schema().schemaId() != handle.schema_id:
+                handle = self._handles[name] = self._handle(name, handle.java)
+            return handle
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self._handles.pop(name, None)
+
+    def _handle(self, name: str, java: Any) -> TableHandle:
+        jvm = self.jvm
+        struct = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(java.schema())
+        arrow = to_arrow_schema(StructType.fromJson(json.loads(struct.json())))
+        return TableHandle(name, java, arrow, int(java.schema().schemaId()), self._config.table(name).commit_branch)
+
+    def _create(self, catalog: Any, ident: Any, name: str, sample: pa.Schema) -> Any:
+        jvm = self.jvm
+        schema, dropped = _strip_nulls(sample, self._config.force_optional)
+        if dropped:
+            log.warning("columns with only nulls so far are left out of the new table", table=name, columns=dropped)
+        if not len(schema):
+            raise TableError(f"cannot create table {name}: the first records have no typed columns")
+        schema = pa.schema([f.with_type(_null_free(f.type)) for f in schema])
+        struct = jvm.org.apache.spark.sql.types.DataType.fromJson(from_arrow_schema(schema).json())
+        iceberg_schema = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(struct)
+        spec = self._spec(iceberg_schema, name)
+        props = {"format-version": "2", **self._config.auto_create_props}
+        namespace = ident.namespace()
+        if not namespace.isEmpty():
+            try:
+                if not catalog.namespaceExists(namespace):
+                    catalog.createNamespace(namespace)
+            except Py4JJavaError as exc:
+                if "AlreadyExists" not in java_error_message(exc) and "UnsupportedOperation" not in \
+                        java_error_message(exc):
+                    raise
+            except Py4JError:  # the catalog has no namespace API (CachingCatalog); createTable makes them
+                pass
+        try:
+            java = catalog.createTable(ident, iceberg_schema, spec, props)
+        except Py4JJavaError as exc:
+            if "AlreadyExistsException" in java_error_message(exc):  # another daemon won the race
+                return catalog.loadTable(ident)
+            raise
+        log.info("created table", table=name, partition_by=[str(p) for p in self._config.table(name).partition_by],
+                 columns=schema.names)
+        return java
+
+    def _spec(self, iceberg_schema: Any, name: str) -> Any:
+        fields: list[PartitionField] = self._config.table(name).partition_by
+        builder = self.jvm.org.apache.iceberg.PartitionSpec.builderFor(iceberg_schema)
+        for f in fields:
+            try:
+                if f.transform == "identity":
+                    builder.identity(f.column)
+                elif f.transform in ("year", "month", "day", "hour"):
+                    getattr(builder, f.transform)(f.column)
+                elif f.transform == "bucket":
+                    builder.bucket(f.column, f.width)
+                elif f.transform == "truncate":
+                    builder.truncate(f.column, f.width)
+            except Py4JJavaError as exc:
+                raise TableError(
+                    f"cannot partition table {name} by {f}: {exc.java_exception.getMessage()} "
+                    f"(columns: {[c.name() for c in iceberg_schema.columns()]}); fix its partition-by"
+                ) from exc
+        return builder.build()

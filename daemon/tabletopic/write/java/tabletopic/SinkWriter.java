@@ -1,0 +1,166 @@
+package tabletopic;
+
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.ObjectInputStream;
+import java.io.ObjectOutputStream;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.iceberg.ContentFile;
+import org.apache.iceberg.DataFile;
+import org.apache.iceberg.DeleteFile;
+import org.apache.iceberg.RowDelta;
+import org.apache.iceberg.Schema;
+import org.apache.iceberg.SerializableTable;
+import org.apache.iceberg.Snapshot;
+import org.apache.iceberg.SnapshotRef;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.expressions.Expressions;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.broadcast.Broadcast;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * The driver-side entry points that tabletopic calls through py4j.
+ *
+ * <p>Why a compiled class rather than Spark's DataFrame writer: a sink has to put data files,
+ * equality-delete files and its source offsets into ONE snapshot, and has to refuse that commit
+ * when another writer moved the table on. Spark's writer commits by itself, and its only
+ * non-committing path is an internal rewrite hook. Here the executors only write files
+ * (Parquet.writeData / writeDeletes through SparkParquetWriters, all public Iceberg API) and the
+ * driver commits one RowDelta that carries the offsets in its summary and validates against the
+ * snapshot the offsets were read from.
+ */
+public final class SinkWriter {
+  private SinkWriter() {}
+
+  /** Writes the rows of {@code rows} (already in the table's column order) as data files. */
+  public static List<ContentFile<?>> writeDataFiles(
+      Dataset<Row> rows, Table table, String operationId, Map<String, String> writeProps) {
+    return write(rows, table, table.schema(), table.spec().specId(), null, operationId, writeProps);
+  }
+
+  /**
+   * Writes {@code keys} as equality-delete files on {@code fieldIds}, in spec {@code specId}.
+   * The columns of {@code keys} are the delete file's row schema.
+   */
+  public static List<ContentFile<?>> writeEqualityDeletes(
+      Dataset<Row> keys,
+      Table table,
+      int specId,
+      int[] fieldIds,
+      String operationId,
+      Map<String, String> writeProps) {
+    Schema deleteSchema = table.schema().select(keys.columns());
+    return write(keys, table, deleteSchema, specId, fieldIds, operationId, writeProps);
+  }
+
+  private static List<ContentFile<?>> write(
+      Dataset<Row> rows,
+      Table table,
+      Schema rowSchema,
+      int specId,
+      int[] equalityFieldIds,
+      String operationId,
+      Map<String, String> writeProps) {
+    StructType sparkSchema = rows.schema();
+    JavaSparkContext context = JavaSparkContext.fromSparkContext(rows.sparkSession().sparkContext());
+    Broadcast<Table> shared = context.broadcast(SerializableTable.copyOf(table));
+    try {
+      TaskFileWriter task =
+          new TaskFileWriter(
+              shared,
+              sparkSchema,
+              rowSchema,
+              specId,
+              equalityFieldIds,
+              operationId,
+              new HashMap<>(writeProps));
+      return new ArrayList<>(rows.queryExecution().toRdd().toJavaRDD().mapPartitions(task).collect());
+    } finally {
+      shared.destroy();
+    }
+  }
+
+  /**
+   * Commits files and summary properties as one snapshot on {@code branch} (null for main).
+   *
+   * <p>With {@code baseSnapshotId >= 0}, the commit fails with a ValidationException if any data
+   * or delete file was added after that snapshot; with -1 (an empty table) if any was added at
+   * all. Iceberg re-runs this validation on every internal retry, so a writer that loses a race
+   * can never commit on top of the winner. Returns the new snapshot id.
+   */
+  public static long commit(
+      Table table,
+      String branch,
+      List<ContentFile<?>> files,
+      Map<String, String> summary,
+      long baseSnapshotId) {
+    RowDelta delta = table.newRowDelta();
+    for (ContentFile<?> file : files) {
+      if (file instanceof DataFile) {
+        delta.addRows((DataFile) file);
+      } else {
+        delta.addDeletes((DeleteFile) file);
+      }
+    }
+    summary.forEach(delta::set);
+    if (branch != null) {
+      delta.toBranch(branch);
+    }
+    if (baseSnapshotId >= 0) {
+      delta.validateFromSnapshot(baseSnapshotId);
+    }
+    delta.conflictDetectionFilter(Expressions.alwaysTrue());
+    delta.validateNoConflictingDataFiles();
+    delta.validateNoConflictingDeleteFiles();
+    delta.commit();
+    table.refresh();
+    Snapshot head = branch == null ? table.currentSnapshot() : table.snapshot(branch);
+    return head.snapshotId();
+  }
+
+  /** The id of the head snapshot of {@code branch} (null for main), or -1 when there is none. */
+  public static long headSnapshotId(Table table, String branch) {
+    SnapshotRef ref = table.refs().get(branch == null ? SnapshotRef.MAIN_BRANCH : branch);
+    return ref == null ? -1L : ref.snapshotId();
+  }
+
+  /** Java-serialises written files, so a worker can hand them to a coordinator as bytes. */
+  public static byte[] serialize(List<ContentFile<?>> files) throws IOException {
+    ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+    try (ObjectOutputStream out = new ObjectOutputStream(bytes)) {
+      out.writeObject(new ArrayList<>(files));
+    }
+    return bytes.toByteArray();
+  }
+
+  @SuppressWarnings("unchecked")
+  public static List<ContentFile<?>> deserialize(byte[] data) throws IOException, ClassNotFoundException {
+    try (ObjectInputStream in = new ObjectInputStream(new ByteArrayInputStream(data))) {
+      return (List<ContentFile<?>>) in.readObject();
+    }
+  }
+
+  /** Concatenates two file lists; py4j cannot build a typed Java list cheaply. */
+  public static List<ContentFile<?>> concat(List<ContentFile<?>> a, List<ContentFile<?>> b) {
+    List<ContentFile<?>> all = new ArrayList<>(a);
+    all.addAll(b);
+    return all;
+  }
+
+  public static long recordCount(List<ContentFile<?>> files, boolean deletes) {
+    long count = 0;
+    for (ContentFile<?> file : files) {
+      if ((file instanceof DeleteFile) == deletes) {
+        count += file.recordCount();
+      }
+    }
+    return count;
+  }
+}

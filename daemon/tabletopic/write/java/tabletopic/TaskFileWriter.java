@@ -1,0 +1,165 @@
+package tabletopic;
+
+import java.io.IOException;
+import java.io.Serializable;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import org.apache.iceberg.ContentFile;
+import org.apache.iceberg.FileFormat;
+import org.apache.iceberg.PartitionKey;
+import org.apache.iceberg.PartitionSpec;
+import org.apache.iceberg.Schema;
+import org.apache.iceberg.StructLike;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.TableProperties;
+import org.apache.iceberg.encryption.EncryptedOutputFile;
+import org.apache.iceberg.io.DataWriter;
+import org.apache.iceberg.io.FileWriter;
+import org.apache.iceberg.io.OutputFileFactory;
+import org.apache.iceberg.parquet.Parquet;
+import org.apache.iceberg.spark.data.SparkParquetWriters;
+import org.apache.iceberg.util.PropertyUtil;
+import org.apache.spark.TaskContext;
+import org.apache.spark.api.java.function.FlatMapFunction;
+import org.apache.spark.broadcast.Broadcast;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * Runs on an executor: writes one Spark partition's rows into Parquet files of one table.
+ *
+ * <p>Data rows go to data files; key rows go to equality-delete files. Files roll at the table's
+ * target size and fan out by partition. Nothing is committed here: the files travel back to the
+ * driver, which commits them together with the source offsets in one snapshot.
+ */
+final class TaskFileWriter implements FlatMapFunction<Iterator<InternalRow>, ContentFile<?>>, Serializable {
+  private static final long serialVersionUID = 1L;
+
+  private final Broadcast<Table> table;
+  private final StructType sparkSchema;
+  private final Schema rowSchema;
+  private final int specId;
+  private final int[] equalityFieldIds; // null for data files
+  private final String operationId;
+  private final HashMap<String, String> writeProps;
+
+  TaskFileWriter(
+      Broadcast<Table> table,
+      StructType sparkSchema,
+      Schema rowSchema,
+      int specId,
+      int[] equalityFieldIds,
+      String operationId,
+      HashMap<String, String> writeProps) {
+    this.table = table;
+    this.sparkSchema = sparkSchema;
+    this.rowSchema = rowSchema;
+    this.specId = specId;
+    this.equalityFieldIds = equalityFieldIds;
+    this.operationId = operationId;
+    this.writeProps = writeProps;
+  }
+
+  @Override
+  public Iterator<ContentFile<?>> call(Iterator<InternalRow> rows) throws IOException {
+    Table tbl = table.value();
+    PartitionSpec spec = tbl.specs().get(specId);
+    TaskContext task = TaskContext.get();
+    OutputFileFactory files =
+        OutputFileFactory.builderFor(tbl, task.partitionId(), task.taskAttemptId())
+            .format(FileFormat.PARQUET)
+            .operationId(operationId)
+            .build();
+    long targetSize =
+        PropertyUtil.propertyAsLong(
+            tbl.properties(),
+            equalityFieldIds == null
+                ? TableProperties.WRITE_TARGET_FILE_SIZE_BYTES
+                : TableProperties.DELETE_TARGET_FILE_SIZE_BYTES,
+            TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT);
+
+    List<ContentFile<?>> written = new ArrayList<>();
+    Map<PartitionKey, FileWriter<InternalRow, ?>> open = new HashMap<>();
+    PartitionKey key = new PartitionKey(spec, rowSchema);
+    SparkRowPartition view = new SparkRowPartition(sparkSchema, rowSchema.asStruct());
+    try {
+      while (rows.hasNext()) {
+        InternalRow row = rows.next();
+        key.partition(view.wrap(row));
+        FileWriter<InternalRow, ?> writer = open.get(key);
+        if (writer == null) {
+          PartitionKey copy = key.copy();
+          writer = newWriter(tbl, spec, files, copy);
+          open.put(copy, writer);
+        }
+        writer.write(row);
+        if (writer.length() >= targetSize) {
+          PartitionKey owner = key.copy();
+          written.add(close(open.remove(owner)));
+        }
+      }
+      for (FileWriter<InternalRow, ?> writer : open.values()) {
+        written.add(close(writer));
+      }
+    } catch (RuntimeException | IOException e) {
+      for (FileWriter<InternalRow, ?> writer : open.values()) {
+        try {
+          writer.close();
+        } catch (IOException suppressed) {
+          e.addSuppressed(suppressed);
+        }
+      }
+      throw e;
+    }
+    return written.iterator();
+  }
+
+  private FileWriter<InternalRow, ?> newWriter(
+      Table tbl, PartitionSpec spec, OutputFileFactory files, PartitionKey partition)
+      throws IOException {
+    EncryptedOutputFile out =
+        spec.isUnpartitioned() ? files.newOutputFile() : files.newOutputFile(spec, partition);
+    StructLike partitionOrNull = spec.isUnpartitioned() ? null : partition;
+    if (equalityFieldIds == null) {
+      DataWriter<InternalRow> writer =
+          Parquet.writeData(out)
+              .forTable(tbl)
+              .schema(rowSchema)
+              .setAll(writeProps)
+              .withSpec(spec)
+              .withPartition(partitionOrNull)
+              .createWriterFunc(msgType -> SparkParquetWriters.buildWriter(sparkSchema, msgType))
+              .overwrite()
+              .build();
+      return writer;
+    }
+    List<Integer> ids = new ArrayList<>();
+    for (int id : equalityFieldIds) {
+      ids.add(id);
+    }
+    return Parquet.writeDeletes(out)
+        .forTable(tbl)
+        .rowSchema(rowSchema)
+        .setAll(writeProps)
+        .withSpec(spec)
+        .withPartition(partitionOrNull)
+        .equalityFieldIds(ids)
+        .createWriterFunc(msgType -> SparkParquetWriters.buildWriter(sparkSchema, msgType))
+        .overwrite()
+        .buildEqualityWriter();
+  }
+
+  private static ContentFile<?> close(FileWriter<InternalRow, ?> writer) throws IOException {
+    writer.close();
+    Object result = writer.result();
+    if (result instanceof org.apache.iceberg.io.DataWriteResult) {
+      return ((org.apache.iceberg.io.DataWriteResult) result).dataFiles().get(0);
+    }
+    return ((org.apache.iceberg.io.DeleteWriteResult) result).deleteFiles().get(0);
+  }
+
+}

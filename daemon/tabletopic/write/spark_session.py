@@ -1,0 +1,150 @@
+"""The one long-lived SparkSession per process, and the Iceberg catalogs registered on it.
+
+A JVM can hold one SparkContext, so every connector in a process shares this
+session; each connector registers its own Iceberg catalog under its
+``iceberg.catalog`` name.  Spark loads catalogs lazily from its SQL conf, so a
+catalog registered after start-up is picked up on first use.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+import structlog
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from tabletopic.write.jvm_classpath import JvmClasspath, build_classpath
+
+log = structlog.get_logger(__name__)
+
+# Defaults that suit a long-running sink on a small machine; `spark.*` worker keys override them.
+DEFAULT_SPARK_CONF: dict[str, str] = {
+    "spark.master": "local[2]",
+    "spark.app.name": "tabletopic",
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+    "spark.driver.memory": "2g",
+    # Each flush is its own small job; Spark's defaults plan for bigger ones.
+    "spark.default.parallelism": "2",
+    "spark.sql.adaptive.enabled": "false",
+    # Kept short so that a second daemon on the same host does not wait on a port.
+    "spark.port.maxRetries": "64",
+    "spark.ui.showConsoleProgress": "false",
+}
+# In local mode nothing needs to reach the driver from another host, so it binds to loopback.
+LOCAL_MODE_CONF: dict[str, str] = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+
+
+class SparkRuntime:
+    """Owns the SparkSession; thread-safe for the py4j calls the sink makes."""
+
+    def __init__(self, conf: Mapping[str, str] | None = None, classpath: JvmClasspath | None = None) -> None:
+        self._conf = {**DEFAULT_SPARK_CONF, **(conf or {})}
+        if self._conf["spark.master"].startswith("local"):
+            self._conf = {**LOCAL_MODE_CONF, **self._conf}
+        self._classpath = classpath
+        self._session: SparkSession | None = None
+        self._lock = threading.Lock()
+        self._catalogs: dict[str, dict[str, str]] = {}
+
+    @property
+    def session(self) -> SparkSession:
+        with self._lock:
+            if self._session is None:
+                self._session = self._start()
+            return self._session
+
+    @property
+    def jvm(self) -> Any:
+        return self.session.sparkContext._jvm
+
+    def _start(self) -> SparkSession:
+        classpath = self._classpath or build_classpath()
+        conf = dict(self._conf)
+        existing = conf.get("spark.jars")
+        conf["spark.jars"] = ",".join([str(p) for p in classpath.jars] + ([existing] if existing else []))
+        spark_conf = SparkConf(loadDefaults=False)
+        for key, value in conf.items():
+            spark_conf.set(key, value)
+        if SparkContext._active_spark_context is None:
+            # The driver JVM gets a session of its own: a SIGTERM or Ctrl-C sent to our process group
+            # must reach us first, so the final commit can still use the JVM. It exits when we do,
+            # because pyspark's gateway server watches its stdin.
+            gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})
+            SparkContext(conf=spark_conf, gateway=gateway)
+        builder = SparkSession.builder
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        session = builder.getOrCreate()
+        session.sparkContext.setLogLevel(conf.get("spark.log.level", "WARN"))
+        log.info("spark session started", master=conf["spark.master"], version=session.version)
+        return session
+
+    def register_catalog(self, name: str, properties: Mapping[str, str]) -> None:
+        """Register an Iceberg catalog named ``name``; the same name may not differ in properties."""
+        props = dict(properties)
+        with self._lock:
+            known = self._catalogs.get(name)
+            if known is not None and known != props:
+                raise ValueError(
+                    f"iceberg.catalog={name!r} is already registered with other iceberg.catalog.* properties; "
+                    "connectors in one process that share a catalog name must share its properties"
+                )
+            self._catalogs[name] = props
+        session = self.session
+        session.conf.set(f"spark.sql.catalog.{name}", "org.apache.iceberg.spark.SparkCatalog")
+        for key, value in props.items():
+            session.conf.set(f"spark.sql.catalog.{name}.{key}", value)
+
+    def iceberg_catalog(self, name: str) -> Any:
+        """The Java ``org.apache.iceberg.catalog.Catalog`` behind Spark catalog ``name``."""
+        manager = self.session._jsparkSession.sessionState().catalogManager()
+        return manager.catalog(name).icebergCatalog()
+
+    def dataframe_from_arrow(self, table: pa.Table) -> DataFrame:
+        """Hand an Arrow table to the JVM without going through pandas.
+
+        This is the route pyspark itself takes for Arrow-enabled ``createDataFrame``:
+        an Arrow IPC stream in a temp file, one record batch per Spark partition.
+        """
+        session = self.session
+        schema = from_arrow_schema(table.schema)
+        fd, path = tempfile.mkstemp(prefix="tabletopic-", suffix=".arrow")
+        try:
+            with os.fdopen(fd, "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+                for batch in table.to_batches(max_chunksize=_batch_rows(table)):
+                    writer.write_batch(batch)
+            jvm = session.sparkContext._jvm
+            batches = jvm.org.apache.spark.sql.api.python.PythonSQLUtils.readArrowStreamFromFile(path)
+            jdf = jvm.org.apache.spark.sql.api.python.PythonSQLUtils.toDataFrame(
+                batches, schema.json(), session._jsparkSession
+            )
+        finally:
+            os.unlink(path)
+        return DataFrame(jdf, session)
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                self._session.stop()
+                self._session = None
+
+
+def _batch_rows(table: pa.Table) -> int:
+    # Split only big flushes: each batch becomes a Spark task and at least one file
+    # per table partition, and small files cost every reader later.
+    return max(_MIN_ROWS_PER_TASK, -(-table.num_rows // _MAX_TASKS))
+
+
+_MIN_ROWS_PER_TASK = 100_000
+_MAX_TASKS = 4

@@ -1,0 +1,157 @@
+"""The worker: buffers routed rows per table, writes them to files, and answers commit barriers.
+
+It owns, for the partitions assigned to it, the *positions* (the next offset to
+process) and the files written but not yet committed.  On :class:`StartCommit`
+it drains every buffer into files and answers with :class:`DataComplete`:
+those files plus the positions they cover.  Because positions and buffers are
+snapshotted together, in one step of the event loop, a commit never claims an
+offset whose record is not in its files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import structlog
+
+from tabletopic.buffer.table_buffer import Drained, TableBuffer, TopicPartition
+from tabletopic.commit.events import DataComplete, DataWritten, StartCommit
+from tabletopic.convert.converter import Failure
+from tabletopic.convert.records import SinkRecords
+from tabletopic.ops.metrics import SinkMetrics
+from tabletopic.write.arrow_conform import ConformError, conform
+from tabletopic.write.file_writer import FileWriter, WrittenFiles
+from tabletopic.write.iceberg_tables import IcebergTables, TableHandle
+
+log = structlog.get_logger(__name__)
+
+
+class Worker:
+    def __init__(self, tables: IcebergTables, writer: FileWriter, metrics: SinkMetrics,
+                 flush_bytes: int, case_insensitive: bool,
+                 floors_for: Callable[[str], dict[TopicPartition, int]]) -> None:
+        self._tables = tables
+        self._writer = writer
+        self._metrics = metrics
+        self._flush_bytes = flush_bytes
+        self._case_insensitive = case_insensitive
+        self._floors_for = floors_for  # a table's recorded offsets, read when its buffer is made
+        self.buffers: dict[str, TableBuffer] = {}
+        self.positions: dict[TopicPartition, int] = {}
+        self._pending: dict[str, list[WrittenFiles]] = {}
+        self._write_lock = asyncio.Lock()
+        self._flushes: set[asyncio.Task[None]] = set()
+
+    # -- ingest side (event loop, synchronous) ----------------------------------------------------
+    def prepare(self, table: str, records: SinkRecords) -> tuple[list[SinkRecords], list[Failure]]:
+        """Conform rows to ``table`` (creating it if allowed); nothing is buffered yet."""
+        handle = self._tables.get(table, records.value.schema)
+        failures: list[Failure] = []
+        return self._conform(handle, records, failures), failures
+
+    def buffer(self, table: str, parts: list[SinkRecords]) -> None:
+        buffer = self.buffers.get(table)
+        if buffer is None:
+            buffer = self.buffers[table] = TableBuffer(table, floor=dict(self._floors_for(table)))
+        for part in parts:
+            buffer.add(part)
+
+    def _conform(self, handle: TableHandle, records: SinkRecords, failures: list[Failure]) -> list[SinkRecords]:
+        try:
+            return [records.with_value(conform(records.value, handle.arrow_schema, handle.name,
+                                               self._case_insensitive))]
+        except ConformError as exc:
+            if len(records) == 1:
+                failures.append(Failure(int(records.rows[0]), str(exc)))
+                return []
+        # Halve until the rows that do not fit are found; the others keep their batch.
+        mask = np.arange(len(records)) < len(records) // 2
+        return self._conform(handle, records.take(mask), failures) + \
+            self._conform(handle, records.take(~mask), failures)
+
+    def advance(self, tp: TopicPartition, next_offset: int) -> None:
+        if next_offset > self.positions.get(tp, -1):
+            self.positions[tp] = next_offset
+
+    @property
+    def buffered_bytes(self) -> int:
+        return sum(b.nbytes for b in self.buffers.values())
+
+    @property
+    def buffered_records(self) -> int:
+        return sum(b.records for b in self.buffers.values())
+
+    def maybe_flush(self) -> None:
+        """Write a table's rows to files early when its buffer is large (they commit at the barrier)."""
+        for name, buffer in self.buffers.items():
+            if buffer.nbytes >= self._flush_bytes and not any(t.get_name() == name for t in self._flushes):
+                task = asyncio.get_running_loop().create_task(self._flush(name), name=name)
+                self._flushes.add(task)
+                task.add_done_callback(self._flushes.discard)
+
+    async def wait_for_flushes(self) -> None:
+        if self._flushes:
+            await asyncio.gather(*self._flushes, return_exceptions=True)
+
+    async def _flush(self, name: str) -> None:
+        async with self._write_lock:
+            drained = self.buffers[name].drain()
+            if drained is not None:
+                await self._write(drained)
+
+    async def _write(self, drained: Drained) -> None:
+        handle = self._tables.get(drained.table)
+        written = await asyncio.to_thread(self._writer.write, handle, drained)
+        self._pending.setdefault(drained.table, []).append(written)
+        self._metrics.write_seconds.labels(table=drained.table).observe(written.seconds)
+        log.debug("wrote files", table=drained.table, files=written.file_count, records=written.records,
+                  seconds=round(written.seconds, 3))
+
+    # -- barrier side ---------------------------------------------------------------------------
+    async def start_commit(self, event: StartCommit) -> DataComplete:
+        """Write everything buffered and answer with the files and the positions they cover."""
+        async with self._write_lock:
+            positions = dict(self.positions)
+            drained = [d for d in (b.drain() for b in self.buffers.values()) if d is not None]
+            for item in drained:
+                await self._write(item)
+            written = []
+            for table, parts in self._pending.items():
+                files = parts[0].files
+                for extra in parts[1:]:
+                    files = self._writer.jvm.tabletopic.SinkWriter.concat(files, extra.files)
+                newest = [p.max_timestamp_ms for p in parts if p.max_timestamp_ms is not None]
+                written.append(DataWritten(event.commit_id, table, files, sum(p.records for p in parts),
+                                           sum(p.file_count for p in parts), max(newest) if newest else None))
+            self._pending = {}
+            return DataComplete(event.commit_id, positions, written)
+
+    def set_floors(self, floors: dict[str, dict[TopicPartition, int]], tps: Iterable[TopicPartition]) -> None:
+        """After an assignment: what each table already holds of the newly assigned partitions."""
+        for tp in tps:
+            for name, buffer in self.buffers.items():
+                offset = floors.get(name, {}).get(tp)
+                if offset is None:
+                    buffer.floor.pop(tp, None)
+                else:
+                    buffer.floor[tp] = offset
+
+    def release(self, tps: Iterable[TopicPartition]) -> None:
+        """Forget partitions that were revoked: their rows are re-read by their next owner."""
+        gone = set(tps)
+        for buffer in self.buffers.values():
+            dropped = buffer.discard(gone)
+            if dropped:
+                log.info("dropped buffered rows of revoked partitions", table=buffer.table, records=dropped)
+        for tp in gone:
+            self.positions.pop(tp, None)
+
+    def reset(self) -> None:
+        """Drop everything not committed (after a fenced commit); positions are re-read from the tables."""
+        for buffer in self.buffers.values():
+            buffer.clear()
+        self.buffers.clear()
+        self._pending.clear()
+        self.positions.clear()

@@ -1,0 +1,272 @@
+"""Kafka Connect's ``org.apache.kafka.connect.json.JsonConverter``.
+
+With ``schemas.enable=true`` (Connect's default) each value is the envelope
+``{"schema": ..., "payload": ...}``; without, it is plain JSON whose Iceberg
+types are inferred.  Both parse a whole batch with Arrow's JSON reader: payloads
+that share a schema are joined into one newline-delimited buffer.  Only when the
+reader rejects a buffer are records parsed one by one, to find the bad ones.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from tabletopic.convert.converter import Converted, ConvertResult, Failure
+from tabletopic_plugins.converters.connect_schema import (
+    TIMESTAMP_TYPE,
+    Node,
+    SchemaError,
+    compile_schema,
+    finish,
+    to_wire_python,
+)
+
+_SCHEMA_PREFIX = b'{"schema":'
+_PAYLOAD_SEP = b',"payload":'
+_READ = pj.ReadOptions(use_threads=True, block_size=1 << 24)
+_ISO_PREFIX_LEN = 11  # "YYYY-MM-DDT"
+
+
+class JsonConverter:
+    def __init__(self) -> None:
+        self.schemas_enable = True
+        self._nodes: dict[bytes, Node | SchemaError] = {}
+
+    def configure(self, props: Mapping[str, str], is_key: bool) -> None:
+        self.schemas_enable = props.get("schemas.enable", "true").strip().lower() == "true"
+
+    def convert(self, topic: str, data: Sequence[bytes]) -> ConvertResult:
+        if self.schemas_enable:
+            return self._convert_enveloped(data)
+        return _convert_schemaless(data)
+
+    # -- schemas.enable=true ------------------------------------------------------------------
+    def _convert_enveloped(self, data: Sequence[bytes]) -> ConvertResult:
+        groups: dict[bytes, tuple[list[int], list[bytes]]] = {}
+        failures: list[Failure] = []
+        for i, value in enumerate(data):
+            split = _split_envelope(value)
+            if split is None:
+                failures.append(Failure(i, _why_not_envelope(value)))
+                continue
+            schema_bytes, payload = split
+            entry = groups.get(schema_bytes)
+            if entry is None:
+                entry = groups[schema_bytes] = ([], [])
+            entry[0].append(i)
+            entry[1].append(payload)
+        result = ConvertResult(failures=failures)
+        for schema_bytes, (indexes, payloads) in groups.items():
+            node = self._node(schema_bytes)
+            if isinstance(node, SchemaError):
+                result.failures.extend(Failure(i, f"invalid Connect schema: {node}") for i in indexes)
+                continue
+            _convert_group(node, indexes, payloads, result)
+        result.failures.sort(key=lambda f: f.index)
+        return result
+
+    def _node(self, schema_bytes: bytes) -> Node | SchemaError:
+        node = self._nodes.get(schema_bytes)
+        if node is None:
+            try:
+                node = compile_schema(json.loads(schema_bytes))
+            except (SchemaError, ValueError, TypeError, KeyError) as exc:
+                node = SchemaError(str(exc))
+            if len(self._nodes) > 1024:  # schemas churn only on evolution; bound it anyway
+                self._nodes.clear()
+            self._nodes[schema_bytes] = node
+        return node
+
+
+def _split_envelope(value: bytes) -> tuple[bytes, bytes] | None:
+    """Cut ``{"schema":S,"payload":P}`` into S and P without parsing P.
+
+    Connect's own serializer writes exactly this layout; anything else (spaces,
+    other key order) is re-serialised compactly, which costs a full parse.
+    """
+    value = value.strip()
+    if value.startswith(_SCHEMA_PREFIX) and value.endswith(b"}"):
+        cut = value.find(_PAYLOAD_SEP)
+        if cut > 0:
+            payload = value[cut + len(_PAYLOAD_SEP):-1]
+            if b"\n" not in payload:
+                return value[len(_SCHEMA_PREFIX):cut], payload
+    try:
+        doc = json.loads(value)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(doc, dict) or "schema" not in doc or "payload" not in doc:
+        return None
+    return (json.dumps(doc["schema"], separators=(",", ":")).encode(),
+            json.dumps(doc["payload"], separators=(",", ":")).encode())
+
+
+def _why_not_envelope(value: bytes) -> str:
+    try:
+        json.loads(value)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return f"not valid JSON: {exc}"
+    return ('JSON without the {"schema": ..., "payload": ...} envelope; '
+            "set value.converter.schemas.enable=false for plain JSON")
+
+
+def _convert_group(node: Node, indexes: list[int], payloads: list[bytes], result: ConvertResult) -> None:
+    primitive = node.kind != "struct"
+    if node.needs_python or primitive:
+        _convert_python(node, indexes, payloads, result, primitive)
+        return
+    try:
+        table = _read(payloads, pa.schema([pa.field(n, c.wire) for n, c in node.children]))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        # One bad payload spoils the buffer: split to find it, keeping the rest fast.
+        if len(payloads) == 1:
+            result.failures.append(Failure(indexes[0], "payload does not match its schema"))
+            return
+        half = len(payloads) // 2
+        _convert_group(node, indexes[:half], payloads[:half], result)
+        _convert_group(node, indexes[half:], payloads[half:], result)
+        return
+    _finish_top(node, table, np.asarray(indexes, dtype=np.int64), result)
+
+
+def _convert_python(node: Node, indexes: list[int], payloads: list[bytes], result: ConvertResult,
+                    primitive: bool) -> None:
+    rows, kept = [], []
+    for i, payload in zip(indexes, payloads, strict=True):
+        try:
+            value = json.loads(payload)
+            rows.append({"value": to_wire_python(value, node)} if primitive else to_wire_python(value, node))
+            kept.append(i)
+        except (ValueError, SchemaError, TypeError, AttributeError) as exc:
+            result.failures.append(Failure(i, f"payload does not match its schema: {exc}"))
+    wire = pa.struct([pa.field("value", node.wire)]) if primitive else node.wire
+    try:
+        array = pa.array(rows, wire)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        if len(rows) <= 1:
+            result.failures.extend(Failure(i, "payload does not match its schema") for i in kept)
+            return
+        half = len(kept) // 2
+        _convert_python(node, kept[:half], payloads_for(kept[:half], indexes, payloads), result, primitive)
+        _convert_python(node, kept[half:], payloads_for(kept[half:], indexes, payloads), result, primitive)
+        return
+    wrapped = Node(wire, wire, False, "struct", [("value", node)]) if primitive else node
+    table = pa.Table.from_struct_array(array)
+    _finish_top(wrapped, table, np.asarray(kept, dtype=np.int64), result)
+
+
+def payloads_for(subset: list[int], indexes: list[int], payloads: list[bytes]) -> list[bytes]:
+    where = {i: p for i, p in zip(indexes, payloads, strict=True)}
+    return [where[i] for i in subset]
+
+
+def _finish_top(node: Node, table: pa.Table, indexes: np.ndarray, result: ConvertResult) -> None:
+    columns, fields = [], []
+    valid = None
+    for name, child in node.children:
+        column = table.column(name).combine_chunks() if table.num_rows else pa.array([], child.wire)
+        if not child.optional and column.null_count:
+            missing = column.is_valid()
+            valid = missing if valid is None else pc.and_(valid, missing)
+        columns.append(finish(column, child))
+        fields.append(child.field(name, top_level=True))
+    out = pa.Table.from_arrays(columns, schema=pa.schema(fields)) if fields else table
+    if valid is not None:
+        bad = np.flatnonzero(~np.asarray(valid.to_numpy(zero_copy_only=False), dtype=bool))
+        names = [n for n, c in node.children if not c.optional]
+        result.failures.extend(Failure(int(indexes[b]), f"null in a required field (one of {names})") for b in bad)
+        keep = pc.invert(pc.is_in(pa.array(np.arange(len(indexes))), pa.array(bad)))
+        out = pa.Table.from_arrays([c.filter(keep) for c in columns],
+                                   schema=pa.schema(fields))
+        indexes = indexes[np.asarray(keep.to_numpy(zero_copy_only=False), dtype=bool)]
+    if len(indexes):
+        result.parts.append(Converted(out, indexes))
+
+
+# -- schemas.enable=false ---------------------------------------------------------------------
+def _convert_schemaless(data: Sequence[bytes]) -> ConvertResult:
+    result = ConvertResult()
+    indexes = [i for i, v in enumerate(data) if b"\n" not in v and b"\r" not in v]
+    compact = set(indexes)
+    # Multi-line JSON would break the newline-delimited buffer: re-serialise it compactly.
+    payloads = [data[i] for i in indexes]
+    for i, value in enumerate(data):
+        if i not in compact:
+            try:
+                payloads.append(json.dumps(json.loads(value), separators=(",", ":")).encode())
+                indexes.append(i)
+            except (ValueError, UnicodeDecodeError) as exc:
+                result.failures.append(Failure(i, f"not valid JSON: {exc}"))
+    if len(indexes) != len(data) - len(result.failures):  # pragma: no cover - bookkeeping guard
+        raise AssertionError("lost records while compacting JSON")
+    order = np.argsort(np.asarray(indexes, dtype=np.int64), kind="stable")
+    indexes = [indexes[j] for j in order]
+    payloads = [payloads[j] for j in order]
+    _infer_group(indexes, payloads, result)
+    result.failures.sort(key=lambda f: f.index)
+    return result
+
+
+def _infer_group(indexes: list[int], payloads: list[bytes], result: ConvertResult) -> None:
+    if not payloads:
+        return
+    try:
+        table = _read(payloads, None)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        if len(payloads) == 1:
+            result.failures.append(Failure(indexes[0], _schemaless_reason(payloads[0], exc)))
+            return
+        half = len(payloads) // 2
+        _infer_group(indexes[:half], payloads[:half], result)
+        _infer_group(indexes[half:], payloads[half:], result)
+        return
+    result.parts.append(Converted(_promote_timestamps(table), np.asarray(indexes, dtype=np.int64)))
+
+
+def _schemaless_reason(payload: bytes, exc: Exception) -> str:
+    try:
+        value: Any = json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as err:
+        return f"not valid JSON: {err}"
+    if not isinstance(value, dict):
+        return f"schemaless JSON must be an object, got {type(value).__name__}"
+    return f"cannot convert JSON object: {exc}"
+
+
+def _promote_timestamps(table: pa.Table) -> pa.Table:
+    """ISO-8601 strings with a zone (``2024-05-01T12:00:00Z``) become timestamptz columns."""
+    for i, column_field in enumerate(table.schema):
+        if column_field.type != pa.string():
+            continue
+        column = table.column(i)
+        sample = pc.drop_null(column.slice(0, 64))
+        if not len(sample):
+            continue
+        first = sample[0].as_py()
+        if len(first) < _ISO_PREFIX_LEN or first[4] != "-" or first[7] != "-" or first[10] not in "Tt ":
+            continue
+        try:
+            converted = pc.cast(column, TIMESTAMP_TYPE)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue
+        table = table.set_column(i, column_field.with_type(TIMESTAMP_TYPE), converted)
+    return table
+
+
+def _read(payloads: list[bytes], schema: pa.Schema | None) -> pa.Table:
+    buffer = b"\n".join(payloads)
+    parse = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore") if schema is not None \
+        else pj.ParseOptions(newlines_in_values=False)
+    table = pj.read_json(io.BytesIO(buffer), read_options=_READ, parse_options=parse)
+    if table.num_rows != len(payloads):
+        raise pa.ArrowInvalid(f"expected {len(payloads)} JSON objects, read {table.num_rows}")
+    return table
+
