@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import time
+import weakref
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily
@@ -18,21 +20,18 @@ from prometheus_client.registry import Collector
 _COMMIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 
 
-class SinkMetrics:
-    """The metrics of one connector, on a registry shared by the daemon."""
+class _Families:
+    """Every metric family of a daemon, created once on its registry; connectors bind their label."""
 
-    def __init__(self, registry: CollectorRegistry, connector: str) -> None:
-        c = {"connector": connector}
-        self.connector = connector
-
+    def __init__(self, registry: CollectorRegistry) -> None:
         def counter(name: str, doc: str, labels: Iterable[str] = ()) -> Counter:
-            return _labelled(Counter(name, doc, ["connector", *labels], registry=registry), c)
+            return Counter(name, doc, ["connector", *labels], registry=registry)
 
         def gauge(name: str, doc: str, labels: Iterable[str] = ()) -> Gauge:
-            return _labelled(Gauge(name, doc, ["connector", *labels], registry=registry), c)
+            return Gauge(name, doc, ["connector", *labels], registry=registry)
 
-        def histogram(name: str, doc: str, labels: Iterable[str], buckets: tuple[float, ...]) -> Histogram:
-            return _labelled(Histogram(name, doc, ["connector", *labels], registry=registry, buckets=buckets), c)
+        def histogram(name: str, doc: str, labels: Iterable[str]) -> Histogram:
+            return Histogram(name, doc, ["connector", *labels], registry=registry, buckets=_COMMIT_BUCKETS)
 
         self.records_consumed = counter("tabletopic_records_consumed", "Records consumed", ["topic"])
         self.bytes_consumed = counter("tabletopic_consumed_bytes", "Key and value bytes consumed", ["topic"])
@@ -45,10 +44,9 @@ class SinkMetrics:
         self.dead_letter_records = counter("tabletopic_dead_letter_records",
                                            "Records sent to the dead-letter topic")
         self.commit_seconds = histogram("tabletopic_commit_latency_seconds",
-                                        "From the commit barrier to the committed snapshot", ["table"],
-                                        _COMMIT_BUCKETS)
+                                        "From the commit barrier to the committed snapshot", ["table"])
         self.write_seconds = histogram("tabletopic_spark_write_seconds", "Spark job writing one table's files",
-                                       ["table"], _COMMIT_BUCKETS)
+                                       ["table"])
         self.last_commit = gauge("tabletopic_last_commit_timestamp_seconds",
                                  "Unix time of the last successful commit", ["table"])
         self.buffered_records = gauge("tabletopic_buffered_records", "Records buffered, not yet written")
@@ -59,25 +57,48 @@ class SinkMetrics:
         self.committed_lag = gauge("tabletopic_committed_lag_records",
                                    "Fetch highwater minus the offset committed to the tables",
                                    ["topic", "partition"])
-        self._newest: dict[str, float] = {}
-        registry.register(_FreshnessCollector(connector, self._newest))
+        self.newest: dict[tuple[str, str], float] = {}
+        registry.register(_FreshnessCollector(self.newest))
+
+
+class SinkMetrics:
+    """One connector's view of the daemon's metrics: the connector label is bound."""
+
+    def __init__(self, registry: CollectorRegistry, connector: str) -> None:
+        families = _families(registry)
+        self.connector = connector
+        self._families = families
+        c = {"connector": connector}
+        for name, metric in vars(families).items():
+            if isinstance(metric, (Counter, Gauge, Histogram)):
+                setattr(self, name, _Bound(metric, c))
 
     def note_committed_timestamp(self, table: str, newest_ms: int) -> None:
-        self._newest[table] = max(self._newest.get(table, 0.0), newest_ms / 1000.0)
+        key = (self.connector, table)
+        self._families.newest[key] = max(self._families.newest.get(key, 0.0), newest_ms / 1000.0)
 
     def forget_partition(self, topic: str, partition: int) -> None:
-        for g in (self.lag, self.committed_lag):
+        for g in (self._families.lag, self._families.committed_lag):
             try:
                 g.remove(self.connector, topic, str(partition))
             except KeyError:
                 pass
 
 
+_FAMILIES: "weakref.WeakKeyDictionary[CollectorRegistry, _Families]" = weakref.WeakKeyDictionary()
+
+
+def _families(registry: CollectorRegistry) -> _Families:
+    # Keyed by registry, not global: each daemon has its own registry and so its own families.
+    if registry not in _FAMILIES:
+        _FAMILIES[registry] = _Families(registry)
+    return _FAMILIES[registry]
+
+
 class _FreshnessCollector(Collector):
     """Freshness is computed at scrape time: now minus the newest record timestamp committed."""
 
-    def __init__(self, connector: str, newest: dict[str, float]) -> None:
-        self._connector = connector
+    def __init__(self, newest: dict[tuple[str, str], float]) -> None:
         self._newest = newest
 
     def collect(self):  # type: ignore[no-untyped-def]
@@ -85,8 +106,8 @@ class _FreshnessCollector(Collector):
                                    "Now minus the newest record timestamp committed to the table",
                                    labels=["connector", "table"])
         now = time.time()
-        for table, newest in self._newest.items():
-            family.add_metric([self._connector, table], max(0.0, now - newest))
+        for (connector, table), newest in self._newest.items():
+            family.add_metric([connector, table], max(0.0, now - newest))
         yield family
 
 
@@ -114,22 +135,19 @@ def new_registry(jvm: Callable[[], object | None]) -> CollectorRegistry:
     return registry
 
 
-def _labelled(metric, base: dict[str, str]):  # type: ignore[no-untyped-def]
-    """Bind the connector label, keeping the rest open: metric.labels(table=...)."""
-    return _Bound(metric, base)
-
-
 class _Bound:
-    def __init__(self, metric, base: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+    """A metric with the connector label bound: ``.labels(table=...)`` adds the rest."""
+
+    def __init__(self, metric: Any, base: dict[str, str]) -> None:
         self._metric = metric
         self._base = base
 
-    def labels(self, **labels: str):  # type: ignore[no-untyped-def]
+    def labels(self, **labels: str) -> Any:
         return self._metric.labels(**self._base, **{k: str(v) for k, v in labels.items()})
 
     def remove(self, *values: str) -> None:
         self._metric.remove(*values)
 
-    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+    def __getattr__(self, name: str) -> Any:
         # Unlabelled metrics (only the connector label) are used directly: metric.inc().
         return getattr(self._metric.labels(**self._base), name)

@@ -106,9 +106,20 @@ class SparkRuntime:
         for key, value in props.items():
             session.conf.set(f"spark.sql.catalog.{name}.{key}", value)
 
+    def activate(self) -> SparkSession:
+        """Make our session the active one for the calling thread's JVM twin.
+
+        py4j pins each Python thread to a JVM thread, and Spark reads its SQL conf
+        (catalogs, time zone) from the thread's active session: a thread that never
+        set one would see Spark's defaults instead of our catalogs.
+        """
+        session = self.session
+        session.sparkContext._jvm.org.apache.spark.sql.SparkSession.setActiveSession(session._jsparkSession)
+        return session
+
     def iceberg_catalog(self, name: str) -> Any:
         """The Java ``org.apache.iceberg.catalog.Catalog`` behind Spark catalog ``name``."""
-        manager = self.session._jsparkSession.sessionState().catalogManager()
+        manager = self.activate()._jsparkSession.sessionState().catalogManager()
         return manager.catalog(name).icebergCatalog()
 
     def dataframe_from_arrow(self, table: pa.Table) -> DataFrame:
@@ -117,7 +128,7 @@ class SparkRuntime:
         This is the route pyspark itself takes for Arrow-enabled ``createDataFrame``:
         an Arrow IPC stream in a temp file, one record batch per Spark partition.
         """
-        session = self.session
+        session = self.activate()
         schema = from_arrow_schema(table.schema)
         fd, path = tempfile.mkstemp(prefix="tabletopic-", suffix=".arrow")
         try:

@@ -1,0 +1,40 @@
+"""One broker and one SparkSession for the whole test session (starting either takes seconds)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tabletopic.demo.broker import EmbeddedBroker
+from tabletopic.write.spark_session import SparkRuntime
+from tests.support import Warehouse
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    log = tmp_path_factory.mktemp("broker") / "tansu.log"
+    with EmbeddedBroker(log_path=log) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def bootstrap(broker: EmbeddedBroker) -> str:
+    return broker.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkRuntime]:
+    runtime = SparkRuntime({"spark.master": "local[2]", "spark.driver.memory": "1g"})
+    runtime.session  # noqa: B018 - start it once, up front
+    yield runtime
+    runtime.stop()
+
+
+@pytest.fixture
+def warehouse(spark: SparkRuntime, tmp_path: Path) -> Warehouse:
+    root = tmp_path / "warehouse"
+    root.mkdir()
+    return Warehouse(spark, root)
+

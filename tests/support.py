@@ -1,0 +1,209 @@
+"""Helpers shared by the tests: topics, producing, daemons as real processes, and table readers."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from tabletopic.write.spark_session import SparkRuntime
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 4) -> None:
+    async def go() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(name, partitions, 1)])
+        finally:
+            await admin.close()
+    asyncio.run(go())
+
+
+Record = tuple[bytes | None, bytes | None, int]  # key, value, partition
+
+
+def produce(bootstrap: str, topic: str, records: Iterable[Record],
+            headers: list[tuple[str, bytes]] | None = None) -> int:
+    async def go() -> int:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False,
+                                    linger_ms=5, max_batch_size=256 * 1024)
+        await producer.start()
+        count = 0
+        try:
+            pending = []
+            for key, value, partition in records:
+                pending.append(await producer.send(topic, value=value, key=key, partition=partition,
+                                                   headers=headers or []))
+                count += 1
+                if len(pending) >= 5000:
+                    await asyncio.gather(*pending)
+                    pending.clear()
+            await asyncio.gather(*pending)
+        finally:
+            await producer.stop()
+        return count
+    return asyncio.run(go())
+
+
+def write_props(path: Path, props: dict[str, Any]) -> Path:
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return path
+
+
+def worker_props(bootstrap: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "listeners": "",
+        "consumer.session.timeout.ms": 6000,
+        "consumer.heartbeat.interval.ms": 1000,
+        "log.format": "json",
+        "spark.driver.memory": "1g",
+        "spark.master": "local[1]",
+        **extra,
+    }
+
+
+class DaemonProcess:
+    """``tabletopic standalone`` as a child process, so tests can SIGKILL it."""
+
+    def __init__(self, workdir: Path, worker: dict[str, Any], connectors: list[dict[str, Any]]) -> None:
+        self.workdir = workdir
+        self.worker_file = write_props(workdir / "worker.properties", worker)
+        self.connector_files = [write_props(workdir / f"connector-{i}.properties", c)
+                                for i, c in enumerate(connectors)]
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.runs = 0
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / f"daemon-{self.runs}.log"
+
+    def start(self) -> DaemonProcess:
+        self.runs += 1
+        log = open(self.log_path, "wb")  # noqa: SIM115 - handed to the child
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tabletopic.cli", "standalone", str(self.worker_file),
+             *map(str, self.connector_files)],
+            cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+        return self
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def terminate(self, timeout: float = 120) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=timeout)
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout=timeout)
+
+    def output(self) -> str:
+        return "\n".join((self.workdir / f"daemon-{i}.log").read_text(errors="replace")
+                         for i in range(1, self.runs + 1))
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str, daemon: DaemonProcess | None = None,
+               every: float = 0.5) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        if daemon is not None and not daemon.alive():
+            raise AssertionError(f"daemon exited while waiting for {what}:\n{daemon.output()[-5000:]}")
+        time.sleep(every)
+    tail = daemon.output()[-5000:] if daemon is not None else ""
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{tail}")
+
+
+class Warehouse:
+    """A hadoop catalog on a local directory, registered in the test SparkSession under its own name."""
+
+    def __init__(self, spark: SparkRuntime, root: Path) -> None:
+        self.spark = spark
+        self.root = root
+        self.catalog = unique("wh")
+        # No table cache: the daemons commit behind this session's back.
+        self.props = {"type": "hadoop", "warehouse": "file://" + str(root), "cache-enabled": "false"}
+        spark.register_catalog(self.catalog, self.props)
+
+    def connector_props(self) -> dict[str, str]:
+        return {"iceberg.catalog": self.catalog, **{f"iceberg.catalog.{k}": v for k, v in self.props.items()}}
+
+    def table(self, name: str) -> Any:
+        catalog = self.spark.iceberg_catalog(self.catalog)
+        return catalog.loadTable(self.spark.jvm.org.apache.iceberg.catalog.TableIdentifier.parse(name))
+
+    def exists(self, name: str) -> bool:
+        catalog = self.spark.iceberg_catalog(self.catalog)
+        return bool(catalog.tableExists(self.spark.jvm.org.apache.iceberg.catalog.TableIdentifier.parse(name)))
+
+    def sql(self, query: str) -> list[Any]:
+        """Run ``query`` with ``{c}`` standing for this warehouse's catalog name."""
+        return self.spark.session.sql(query.replace("{c}", self.catalog)).collect()
+
+    def rows(self, table: str, columns: str = "*") -> list[Any]:
+        return self.spark.session.sql(f"SELECT {columns} FROM {self.catalog}.{table}").collect()
+
+    def snapshots(self, table: str) -> list[dict[str, Any]]:
+        t = self.table(table)
+        t.refresh()
+        out = []
+        for snap in t.snapshots():
+            summary = {k: snap.summary().get(k) for k in snap.summary().keySet()}
+            out.append({"id": snap.snapshotId(), "operation": snap.operation(), "summary": summary})
+        return out
+
+    def offsets(self, table: str, group: str) -> dict[tuple[str, int], int]:
+        from tabletopic.commit.source_offsets import read_offsets
+        if not self.exists(table):
+            return {}
+        t = self.table(table)
+        t.refresh()
+        return read_offsets(t, None, group)
+
+    def location(self, table: str) -> str:
+        return str(self.root / table.replace(".", "/"))
+
+
+def duckdb_connection() -> duckdb.DuckDBPyConnection:
+    """DuckDB with the iceberg extension loaded from its wheel (and avro, which it needs): no network."""
+    con = duckdb.connect(config={"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"})
+    for name in ("avro", "iceberg"):
+        module = importlib.import_module(f"duckdb_extension_{name}")
+        path = Path(module.__file__).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
+        con.execute(f"LOAD '{path}'")
+    return con
+
+
+def json_envelope(schema: dict[str, Any], payload: dict[str, Any]) -> bytes:
+    return json.dumps({"schema": schema, "payload": payload}, separators=(",", ":")).encode()
+

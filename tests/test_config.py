@@ -1,0 +1,197 @@
+"""Configuration: one test per kind of mistake, each checking that the error names the key."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tabletopic.config.connector import parse_connector
+from tabletopic.config.definition import ConfigError
+from tabletopic.config.files import load_config_file, parse_properties
+from tabletopic.config.worker import parse_worker
+
+WORKER = parse_worker({"bootstrap.servers": "127.0.0.1:9092"})
+GOOD: dict[str, Any] = {
+    "name": "orders-sink",
+    "connector.class": "org.apache.iceberg.connect.IcebergSinkConnector",
+    "topics": "orders",
+    "iceberg.tables": "db.orders",
+    "iceberg.catalog.type": "hadoop",
+    "iceberg.catalog.warehouse": "file:///tmp/wh",
+}
+
+
+def problems(**changes: Any) -> str:
+    props = {**GOOD, **{k.replace("__", "."): v for k, v in changes.items()}}
+    props = {k: v for k, v in props.items() if v is not None}
+    with pytest.raises(ConfigError) as err:
+        parse_connector(props, WORKER)
+    return str(err.value)
+
+
+def test_good_config_parses_with_the_connector_defaults() -> None:
+    config = parse_connector(GOOD, WORKER)
+    assert config.commit_interval_ms == 300_000
+    assert config.commit_timeout_ms == 30_000
+    assert config.catalog_name == "iceberg"
+    assert config.control_topic == "control-iceberg"
+    assert config.group_id == "connect-orders-sink"
+    assert config.value_converter.class_name == "org.apache.kafka.connect.json.JsonConverter"
+    assert config.auto_create is False and config.dynamic_enabled is False
+    assert config.catalog_props == {"type": "hadoop", "warehouse": "file:///tmp/wh"}
+
+
+def test_missing_name() -> None:
+    assert "name: is required" in problems(name=None)
+
+
+def test_topics_and_topics_regex_together() -> None:
+    assert "topics=" in problems(**{"topics.regex": "ord.*"}) and "topics.regex" in problems(**{"topics.regex": "x"})
+
+
+def test_no_topics() -> None:
+    assert "topics: set exactly one of topics and topics.regex" in problems(topics=None)
+
+
+def test_bad_topics_regex() -> None:
+    assert "topics.regex='('" in problems(topics=None, **{"topics.regex": "("})
+
+
+def test_boolean_that_is_not_a_boolean() -> None:
+    message = problems(**{"iceberg.tables.auto-create-enabled": "yes"})
+    assert "iceberg.tables.auto-create-enabled='yes': must be true or false" in message
+
+
+def test_commit_interval_not_a_number() -> None:
+    message = problems(**{"iceberg.control.commit.interval-ms": "5s"})
+    assert "iceberg.control.commit.interval-ms='5s': must be a whole number" in message
+
+
+def test_commit_interval_not_positive() -> None:
+    assert "iceberg.control.commit.interval-ms='0': must be at least 1" in \
+        problems(**{"iceberg.control.commit.interval-ms": "0"})
+
+
+def test_unknown_partition_transform() -> None:
+    message = problems(**{"iceberg.tables.default-partition-by": "dayz(ts)"})
+    assert "iceberg.tables.default-partition-by='dayz(ts)'" in message and "unknown partition transform" in message
+
+
+def test_bucket_without_width() -> None:
+    message = problems(**{"iceberg.table.db.orders.partition-by": "bucket(id)"})
+    assert "iceberg.table.db.orders.partition-by='bucket(id)'" in message and "positive whole number" in message
+
+
+def test_bad_route_regex() -> None:
+    message = problems(**{"iceberg.tables.route-field": "kind", "iceberg.table.db.orders.route-regex": "[a-"})
+    assert "iceberg.table.db.orders.route-regex='[a-'" in message
+
+
+def test_dynamic_without_route_field() -> None:
+    message = problems(**{"iceberg.tables": None, "iceberg.tables.dynamic-enabled": "true"})
+    assert "iceberg.tables.route-field: is required when iceberg.tables.dynamic-enabled=true" in message
+
+
+def test_static_and_dynamic_together() -> None:
+    message = problems(**{"iceberg.tables.dynamic-enabled": "true", "iceberg.tables.route-field": "t"})
+    assert "iceberg.tables.dynamic-enabled=True: cannot be true while iceberg.tables lists static tables" in message
+
+
+def test_no_tables() -> None:
+    assert "iceberg.tables: is required" in problems(**{"iceberg.tables": None})
+
+
+def test_bad_table_name() -> None:
+    assert "iceberg.tables='db.or ders'" in problems(**{"iceberg.tables": "db.or ders"})
+
+
+def test_unknown_converter() -> None:
+    message = problems(**{"value.converter": "com.example.NoSuchConverter"})
+    assert "value.converter='com.example.NoSuchConverter': unknown converter" in message
+    assert "org.apache.kafka.connect.json.JsonConverter" in message  # says what is available
+
+
+def test_transform_without_type() -> None:
+    assert "transforms.meta.type: is required" in problems(transforms="meta")
+
+
+def test_unknown_transform() -> None:
+    message = problems(transforms="x", **{"transforms.x.type": "com.example.Nope"})
+    assert "transforms.x.type='com.example.Nope': unknown transform" in message
+
+
+def test_errors_tolerance_not_allowed() -> None:
+    assert "errors.tolerance='maybe': must be one of: none, all" in problems(**{"errors.tolerance": "maybe"})
+
+
+def test_upsert_without_id_columns() -> None:
+    message = problems(**{"iceberg.tables.upsert-mode-enabled": "true"})
+    assert "iceberg.tables.default-id-columns" in message and "db.orders" in message
+
+
+def test_every_problem_is_listed_at_once() -> None:
+    message = problems(name=None, **{"errors.tolerance": "x", "iceberg.control.commit.timeout-ms": "soon"})
+    assert "3 problems" in message
+
+
+def test_unknown_iceberg_key_is_a_warning_naming_it() -> None:
+    config = parse_connector({**GOOD, "iceberg.tables.auto-create-enable": "true"}, WORKER)
+    assert any("iceberg.tables.auto-create-enable" in w for w in config.warnings)
+
+
+def test_worker_bootstrap_servers_malformed() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_worker({"bootstrap.servers": "localhost"})
+    assert "bootstrap.servers=" in str(err.value) and "HOST:PORT" in str(err.value)
+
+
+def test_worker_listener_malformed() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_worker({"listeners": "127.0.0.1:8083"})
+    assert "listeners=" in str(err.value) and "http://HOST:PORT" in str(err.value)
+
+
+def test_default_catalog_is_a_local_hadoop_warehouse() -> None:
+    props = {k: v for k, v in GOOD.items() if not k.startswith("iceberg.catalog.")}
+    config = parse_connector(props, WORKER)
+    assert config.catalog_props["type"] == "hadoop"
+    assert config.catalog_props["warehouse"].startswith("file:///")
+
+
+def test_properties_syntax() -> None:
+    text = "# comment\n! also\nname = a\ntopics:b\nlong=one,\\\n    two\nspaced value\nescaped=a\\=b\n"
+    assert parse_properties(text) == {"name": "a", "topics": "b", "long": "one,two", "spaced": "value",
+                                      "escaped": "a=b"}
+
+
+def test_connector_file_in_connect_rest_json_shape(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"name": "from-json", "config": {**{k: v for k, v in GOOD.items() if k != "name"},
+                                                                "iceberg.tables.auto-create-enabled": True}}))
+    config = parse_connector(load_config_file(path), WORKER)
+    assert config.name == "from-json" and config.auto_create is True
+
+
+def test_validate_command_prints_every_problem_and_fails(tmp_path: Path) -> None:
+    path = tmp_path / "bad.properties"
+    path.write_text("name=x\ntopics=t\niceberg.tables=db.t\niceberg.control.commit.interval-ms=-5\n"
+                    "iceberg.tables.default-partition-by=hours(ts,1)\n")
+    proc = subprocess.run([sys.executable, "-m", "tabletopic.cli", "validate", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "iceberg.control.commit.interval-ms='-5'" in proc.stdout
+    assert "iceberg.tables.default-partition-by='hours(ts,1)'" in proc.stdout
+
+
+def test_validate_command_accepts_a_good_file(tmp_path: Path) -> None:
+    path = tmp_path / "good.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in GOOD.items()))
+    proc = subprocess.run([sys.executable, "-m", "tabletopic.cli", "validate", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "is valid" in proc.stdout
