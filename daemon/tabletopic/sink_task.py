@@ -177,7 +177,10 @@ class SinkTask:
 
     # -- assignment -------------------------------------------------------------------------------
     async def on_assigned(self, tps: set[TopicPartition]) -> dict[TopicPartition, int]:
-        """Where to start each partition: the lowest offset any table records, and never past the group's."""
+        """Where to start each newly assigned partition: the lowest offset any table records.
+
+        The group's committed offset also counts, so the start is never past it.
+        """
         fresh = set(tps) - self.assigned
         self.assigned = set(tps)
         self.metrics.assigned_partitions.set(len(tps))
@@ -186,20 +189,32 @@ class SinkTask:
         return await self.seek_positions(fresh)
 
     async def seek_positions(self, tps: set[TopicPartition]) -> dict[TopicPartition, int]:
+        """Read the tables' offsets for ``tps`` and decide where each must be read from.
+
+        Records keep arriving while the tables are read (the consumer fetched from the group's
+        position already).  A partition that has accepted records keeps its position: rows below
+        the tables' floors are dropped from the buffers instead, and no seek is needed.  Only a
+        partition that accepted nothing yet is sought, so delivery order never goes backwards
+        past an accepted record.
+        """
         known = await asyncio.to_thread(self._known_tables)
         floors = await asyncio.to_thread(self.coordinator.reread, known)
         group = await self._group_offsets(sorted(tps)) if self._group_offsets else {}
+        self.worker.set_floors(floors, tps)
         seeks: dict[TopicPartition, int] = {}
         for tp in tps:
             candidates = [offsets[tp] for offsets in floors.values() if tp in offsets]
             if tp in group:
                 candidates.append(group[tp])
-            if candidates:
-                seeks[tp] = min(candidates)
-                self.worker.positions[tp] = seeks[tp]
-        self.worker.set_floors(floors, tps)
+            if not candidates:
+                continue
+            start = min(candidates)
+            current = self.worker.positions.get(tp)
+            if current is None or current < start:
+                self.worker.positions[tp] = start
+                seeks[tp] = start
         self.log.info("positions from the tables", seeks={f"{t}[{p}]": o for (t, p), o in sorted(seeks.items())},
-                      tables=known)
+                      group={f"{t}[{p}]": o for (t, p), o in sorted(group.items())}, tables=known)
         return seeks
 
     async def on_revoked(self, tps: set[TopicPartition]) -> None:

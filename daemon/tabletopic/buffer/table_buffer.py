@@ -9,7 +9,10 @@ sees records it already has.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import numpy as np
 
 import pyarrow as pa
 
@@ -38,7 +41,7 @@ class Drained:
 class TableBuffer:
     table: str
     floor: dict[TopicPartition, int] = field(default_factory=dict)
-    _parts: list[tuple[TopicPartition, pa.Table, int]] = field(default_factory=list)  # (tp, rows, newest ts)
+    _parts: list[tuple[TopicPartition, pa.Table, int, np.ndarray]] = field(default_factory=list)  # tp, rows, newest ts, offsets
     _schema: pa.Schema | None = None
     records: int = 0
     nbytes: int = 0
@@ -61,7 +64,7 @@ class TableBuffer:
                 self._schema = pa.unify_schemas([self._schema, schema], promote_options="permissive")
             except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
                 raise SchemaConflict(f"rows for table {self.table} do not fit the rows before them: {exc}") from exc
-        self._parts.append((tp, records.value, int(records.timestamps.max())))
+        self._parts.append((tp, records.value, int(records.timestamps.max()), records.offsets))
         self.records += len(records)
         self.nbytes += records.value.nbytes
         newest = int(records.timestamps.max())
@@ -72,7 +75,7 @@ class TableBuffer:
     def drain(self) -> Drained | None:
         if not self._parts:
             return None
-        tables = [rows for _, rows, _ in self._parts]
+        tables = [part[1] for part in self._parts]
         rows = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
         drained = Drained(self.table, rows, self.records, self.nbytes, self._max_ts, dict(self._offsets))
         self.clear()
@@ -84,19 +87,28 @@ class TableBuffer:
 
     def discard(self, tps: set[TopicPartition]) -> int:
         """Drop rows of partitions this worker no longer owns; return how many."""
-        keep = [part for part in self._parts if part[0] not in tps]
-        dropped = self.records - sum(part[1].num_rows for part in keep)
-        if dropped:
-            offsets = {tp: o for tp, o in self._offsets.items() if tp not in tps}
-            self.clear()
-            for tp, rows, newest in keep:
-                self._parts.append((tp, rows, newest))
-                self.records += rows.num_rows
-                self.nbytes += rows.nbytes
-                self._max_ts = newest if self._max_ts is None else max(self._max_ts, newest)
-                self._schema = rows.schema
-            self._offsets = offsets
-        return dropped
+        return self._keep(lambda tp, offsets: None if tp in tps else np.ones(len(offsets), dtype=bool))
+
+    def drop_below(self, tp: TopicPartition, offset: int) -> int:
+        """Drop rows of ``tp`` below ``offset`` (the table has them already); return how many."""
+        return self._keep(lambda t, offsets: offsets >= offset if t == tp else np.ones(len(offsets), dtype=bool))
+
+    def _keep(self, which: Callable[[TopicPartition, np.ndarray], np.ndarray | None]) -> int:
+        parts, before = self._parts, self.records
+        self.clear()
+        for tp, rows, newest, offsets in parts:
+            mask = which(tp, offsets)
+            if mask is None or not mask.any():
+                continue
+            if not mask.all():
+                rows, offsets = rows.filter(pa.array(mask)), offsets[mask]
+            self._parts.append((tp, rows, newest, offsets))
+            self.records += rows.num_rows
+            self.nbytes += rows.nbytes
+            self._max_ts = newest if self._max_ts is None else max(self._max_ts, newest)
+            self._schema = rows.schema
+            self._offsets[tp] = max(self._offsets.get(tp, 0), int(offsets[-1]) + 1)
+        return before - self.records
 
     def raise_floor(self, offsets: dict[TopicPartition, int]) -> None:
         for tp, offset in offsets.items():

@@ -129,14 +129,18 @@ class Worker:
             return DataComplete(event.commit_id, positions, written)
 
     def set_floors(self, floors: dict[str, dict[TopicPartition, int]], tps: Iterable[TopicPartition]) -> None:
-        """After an assignment: what each table already holds of the newly assigned partitions."""
+        """After an assignment: what each table already holds of ``tps``; buffered rows below go."""
         for tp in tps:
             for name, buffer in self.buffers.items():
                 offset = floors.get(name, {}).get(tp)
                 if offset is None:
                     buffer.floor.pop(tp, None)
-                else:
-                    buffer.floor[tp] = offset
+                    continue
+                buffer.floor[tp] = offset
+                dropped = buffer.drop_below(tp, offset)
+                if dropped:
+                    log.info("dropped buffered rows the table already has", table=name, topic=tp[0],
+                             partition=tp[1], records=dropped)
 
     def release(self, tps: Iterable[TopicPartition]) -> None:
         """Forget partitions that were revoked: their rows are re-read by their next owner."""

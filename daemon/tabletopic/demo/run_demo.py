@@ -1,0 +1,158 @@
+"""``tabletopic demo``: the whole sink on embedded defaults, then a query of the table.
+
+It starts the bundled broker on loopback, creates a topic, produces sample
+clickstream events, runs the sink against a local warehouse for a few commit
+intervals, prints what Spark reads back, and removes everything it made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from tabletopic.commit.source_offsets import read_offsets
+from tabletopic.config.connector import parse_connector
+from tabletopic.config.worker import parse_worker
+from tabletopic.demo.broker import EmbeddedBroker, free_port
+from tabletopic.ops.logging_setup import configure_logging
+from tabletopic.standalone import Standalone
+from tabletopic.write.spark_session import SparkRuntime
+
+TOPIC = "clickstream"
+TABLE = "demo.clickstream"
+PARTITIONS = 4
+INTERVAL_MS = 3000
+PAGES = ["/", "/search", "/product/42", "/product/7", "/cart", "/checkout", "/help"]
+ACTIONS = ["view", "view", "view", "click", "add_to_cart", "purchase"]
+COUNTRIES = ["DE", "FR", "US", "BR", "IN", "JP", "NG"]
+
+
+def sample_events(n: int, seed: int = 7) -> list[tuple[bytes, bytes, int]]:
+    rng = random.Random(seed)
+    start = time.time() - 3 * 86_400
+    events = []
+    for i in range(n):
+        user = rng.randrange(500)
+        ts = start + i * (3 * 86_400 / n)
+        event = {
+            "event_id": i,
+            "user_id": user,
+            "session_id": f"s{user}-{int(ts // 1800)}",
+            "page": rng.choice(PAGES),
+            "action": rng.choice(ACTIONS),
+            "country": rng.choice(COUNTRIES),
+            "duration_ms": rng.randrange(50, 30_000),
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + "Z",
+        }
+        events.append((str(user).encode(), json.dumps(event).encode(), user % PARTITIONS))
+    return events
+
+
+async def _produce(bootstrap: str, events: list[tuple[bytes, bytes, int]]) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False, linger_ms=5)
+    await producer.start()
+    try:
+        sends = [await producer.send(TOPIC, value=v, key=k, partition=p) for k, v, p in events]
+        await asyncio.gather(*sends)
+    finally:
+        await producer.stop()
+
+
+async def _run_sink(daemon: Standalone, expected: int, intervals: int) -> None:
+    runner = asyncio.ensure_future(daemon.run())
+    deadline = time.monotonic() + max(intervals * INTERVAL_MS / 1000 + 60, 120)
+    started = time.monotonic()
+    while time.monotonic() < deadline and not runner.done():
+        await asyncio.sleep(1)
+        if time.monotonic() - started < intervals * INTERVAL_MS / 1000:
+            continue
+        task = daemon.connectors[0].task if daemon.connectors else None
+        if task is not None and sum(task.coordinator.table_offsets.get(TABLE, {}).values()) >= expected:
+            break
+    daemon.stop_requested.set()
+    code = await runner
+    if code != 0:
+        raise RuntimeError(f"the sink stopped with exit code {code}")
+
+
+def run_demo(records: int = 20_000, intervals: int = 3, keep: bool = False) -> int:
+    configure_logging("INFO", "console")
+    work = Path(tempfile.mkdtemp(prefix="tabletopic-demo-"))
+    print(f"== tabletopic demo in {work}")
+    try:
+        with EmbeddedBroker(log_path=work / "broker.log") as broker:
+            print(f"== broker on {broker.bootstrap_servers}; producing {records:,} clickstream events to {TOPIC!r}")
+            events = sample_events(records)
+            asyncio.run(_produce(broker.bootstrap_servers, events))
+            port = free_port()
+            worker = parse_worker({
+                "bootstrap.servers": broker.bootstrap_servers,
+                "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+                "value.converter.schemas.enable": "false",
+                "listeners": f"http://127.0.0.1:{port}",
+                "consumer.session.timeout.ms": "6000",
+                "log.format": "console",
+            })
+            connector = parse_connector({
+                "name": "clickstream-demo",
+                "connector.class": "org.apache.iceberg.connect.IcebergSinkConnector",
+                "topics": TOPIC,
+                "iceberg.tables": TABLE,
+                "iceberg.tables.auto-create-enabled": "true",
+                "iceberg.tables.default-partition-by": "day(ts)",
+                "iceberg.control.commit.interval-ms": str(INTERVAL_MS),
+                "iceberg.catalog.type": "hadoop",
+                "iceberg.catalog.warehouse": "file://" + str(work / "warehouse"),
+            }, worker)
+            print(f"== sink running (metrics on http://127.0.0.1:{port}/metrics), "
+                  f"commit interval {INTERVAL_MS} ms, warehouse {work / 'warehouse'}")
+            spark = SparkRuntime(worker.spark_conf)  # ours, so it outlives the sink for the query below
+            daemon = Standalone(worker, [connector], spark)
+            try:
+                asyncio.run(_run_sink(daemon, records, intervals))
+                _show(daemon, connector.catalog_name, connector.group_id, records)
+            finally:
+                spark.stop()
+        return 0
+    finally:
+        if keep:
+            print(f"== kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _show(daemon: Standalone, catalog: str, group: str, expected: int) -> None:
+    spark = daemon.spark.activate()
+    table = f"{catalog}.{TABLE}"
+    total = spark.sql(f"SELECT count(*) AS n FROM {table}").collect()[0].n
+    print(f"\n== {table}: {total:,} rows (produced {expected:,})")
+    print("\n-- events per day and action")
+    spark.sql(f"""SELECT date(ts) AS day, action, count(*) AS events FROM {table}
+                  GROUP BY 1, 2 ORDER BY 1, 3 DESC""").show(30, truncate=False)
+    print("-- top pages by purchases")
+    spark.sql(f"""SELECT page, count_if(action = 'purchase') AS purchases, count(*) AS events,
+                  round(avg(duration_ms)) AS avg_ms FROM {table} GROUP BY page ORDER BY purchases DESC""").show()
+    print("-- a few rows")
+    spark.sql(f"SELECT * FROM {table} ORDER BY ts DESC LIMIT 5").show(truncate=False)
+    java = daemon.spark.iceberg_catalog(catalog).loadTable(
+        daemon.spark.jvm.org.apache.iceberg.catalog.TableIdentifier.parse(TABLE))
+    snapshots = list(java.snapshots())
+    offsets = read_offsets(java, None, group)
+    print(f"-- {len(snapshots)} snapshots; the last one records source offsets "
+          f"{ {f'{t}[{p}]': o for (t, p), o in sorted(offsets.items())} }")
+    if total != expected:
+        raise RuntimeError(f"the table has {total} rows but {expected} events were produced")
