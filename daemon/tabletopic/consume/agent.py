@@ -10,17 +10,17 @@ the tables give; on revocation it waits for the sink's commit barrier.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from typing import Any
 
 import faust
 import structlog
 from aiokafka import TopicPartition as KafkaTP
 from aiokafka.admin import AIOKafkaAdminClient
-from faust.types import TP, EventT
+from faust.types import TP, Message
 
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig
+from tabletopic.consume.batch_fetch import BatchingApp
 from tabletopic.convert.records import RawRecords
 from tabletopic.failed_records import RecordFailed
 from tabletopic.sink_task import SinkTask
@@ -42,7 +42,7 @@ class FaustConsumer:
         self._tasks: list[asyncio.Task[None]] = []
         session_s = worker.session_timeout_ms / 1000
         overrides = {**worker.consumer_props, **config.consumer_overrides}
-        self.app = faust.App(
+        self.app = BatchingApp(
             config.group_id,
             broker=[f"kafka://{server}" for server in worker.bootstrap_servers],
             web_enabled=False,
@@ -67,7 +67,13 @@ class FaustConsumer:
             self.topic = self.app.topic(pattern=config.topics_regex.pattern, **topic_kwargs)
         else:
             self.topic = self.app.topic(*(config.topics or []), **topic_kwargs)
-        self.app.agent(self.topic, name=f"tabletopic-{config.name}")(self._consume)
+        # The topic is subscribed by the app's conductor; fetched records reach the agent in
+        # per-partition batches through an in-memory channel (see batch_fetch.py). A small
+        # channel is the back-pressure: a full one stops the fetch loop.
+        self.app.topics.add(self.topic)
+        self.batches = self.app.channel(maxsize=4)
+        self.app.deliver_batch = self.batches.put
+        self.app.agent(self.batches, name=f"tabletopic-{config.name}")(self._consume)
         self.app.on_partitions_assigned.connect(self._on_assigned)
         self.app.on_partitions_revoked.connect(self._on_revoked)
         task.bind_consumer(self._commit_group, self._group_offsets, self._reseek_all)
@@ -90,11 +96,11 @@ class FaustConsumer:
 
     # -- the agent --------------------------------------------------------------------------------
     async def _consume(self, stream: faust.StreamT) -> None:
-        async for events in stream.take_events(self.worker_config.max_poll_records, within=0.1):
+        async for batches in stream:
             if self._draining or self.fatal is not None:
                 continue
             try:
-                for raw in self._by_partition(events):
+                for raw in self._by_partition(batches):
                     await self.task.ingest(raw)
                 while self.task.over_memory and not self._draining:
                     await self.task.barrier("pressure")
@@ -108,24 +114,25 @@ class FaustConsumer:
         self.fatal = exc
         self.failed.set()
 
-    def _by_partition(self, events: Sequence[EventT]) -> list[RawRecords]:
-        batches: dict[tuple[str, int], RawRecords] = {}
+    def _by_partition(self, batches: dict[TP, list[Message]]) -> list[RawRecords]:
+        out = []
         positions = self.task.worker.positions
-        for event in events:
-            message = event.message
-            tp = (message.topic, message.partition)
-            position = positions.get(tp)
-            if position is not None and message.offset < position:
-                continue  # fetched before a seek; the tables already have it or it comes again
-            raw = batches.get(tp)
-            if raw is None:
-                raw = batches[tp] = RawRecords(message.topic, message.partition, [], [], [], [], [])
-            raw.offsets.append(message.offset)
-            raw.timestamps.append(int(message.timestamp * 1000))
-            raw.keys.append(message.key)
-            raw.values.append(message.value)
-            raw.headers.append([(k, v) for k, v in (message.headers or [])])
-        return list(batches.values())
+        for tp, messages in batches.items():
+            position = positions.get((tp.topic, tp.partition))
+            if position is not None and messages[0].offset < position:
+                # Fetched before a seek; the tables already have it or it comes again.
+                messages = [m for m in messages if m.offset >= position]
+                if not messages:
+                    continue
+            out.append(RawRecords(
+                tp.topic, tp.partition,
+                [m.offset for m in messages],
+                [int(m.timestamp * 1000) for m in messages],
+                [m.key for m in messages],
+                [m.value for m in messages],
+                [list(m.headers or ()) for m in messages],
+            ))
+        return out
 
     # -- rebalances -------------------------------------------------------------------------------
     async def _on_assigned(self, sender: Any, assigned: set[TP], **_: Any) -> None:

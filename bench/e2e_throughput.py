@@ -1,0 +1,136 @@
+"""Sustained end-to-end throughput: a JSON topic into a committed Iceberg table.
+
+Produces N JSON records (default 500,000, about 200 bytes each) to a 4-partition topic on the
+bundled broker, then measures on that same topic, in this run:
+
+* baseline: aiokafka alone consuming every record (no conversion, no writes);
+* tabletopic: from the moment the sink owns its partitions until every offset is committed to
+  the table (Spark start-up is excluded: it happens once per daemon, not per record).
+
+    python bench/e2e_throughput.py [--records 500000] [--interval-ms 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from tabletopic.config.connector import parse_connector
+from tabletopic.config.worker import parse_worker
+from tabletopic.demo.broker import EmbeddedBroker
+from tabletopic.ops.logging_setup import configure_logging
+from tabletopic.standalone import Standalone
+from tabletopic.write.spark_session import SparkRuntime
+
+TOPIC, PARTITIONS, TABLE = "bench_json", 4, "bench.events"
+
+
+async def produce(bootstrap: str, n: int) -> int:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    await admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
+    await admin.close()
+    rng = random.Random(1)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False,
+                                linger_ms=20, max_batch_size=512 * 1024)
+    await producer.start()
+    total = 0
+    pending = []
+    for i in range(n):
+        value = json.dumps({
+            "id": i, "user": f"user-{rng.randrange(100_000):06d}", "action": rng.choice(["view", "click", "buy"]),
+            "amount": round(rng.random() * 1000, 2), "country": rng.choice(["DE", "FR", "US", "JP"]),
+            "ts": f"2026-11-{1 + i % 28:02d}T{i % 24:02d}:00:00Z", "session": f"{rng.getrandbits(64):016x}",
+        }).encode()
+        total += len(value)
+        pending.append(await producer.send(TOPIC, value, partition=i % PARTITIONS))
+        if len(pending) >= 20_000:
+            await asyncio.gather(*pending)
+            pending.clear()
+    await asyncio.gather(*pending)
+    await producer.stop()
+    return total
+
+
+async def aiokafka_alone(bootstrap: str, n: int) -> float:
+    consumer = AIOKafkaConsumer(TOPIC, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                enable_auto_commit=False, group_id=None, max_partition_fetch_bytes=8 << 20)
+    await consumer.start()
+    seen, started = 0, None
+    try:
+        while seen < n:
+            batch = await consumer.getmany(timeout_ms=1000, max_records=10_000)
+            if started is None and batch:
+                started = time.perf_counter()
+            seen += sum(len(v) for v in batch.values())
+    finally:
+        await consumer.stop()
+    return time.perf_counter() - (started or time.perf_counter())
+
+
+async def sink(worker_props: dict[str, str], connector_props: dict[str, str], n: int, spark: SparkRuntime) -> float:
+    worker = parse_worker(worker_props)
+    daemon = Standalone(worker, [parse_connector(connector_props, worker)], spark)
+    runner = asyncio.ensure_future(daemon.run())
+    started = None
+    while not runner.done():
+        await asyncio.sleep(0.2)
+        if not daemon.connectors:
+            continue
+        task = daemon.connectors[0].task
+        if started is None and task.assigned:
+            started = time.perf_counter()
+        if sum(task.coordinator.table_offsets.get(TABLE, {}).values()) >= n:
+            break
+    elapsed = time.perf_counter() - (started or time.perf_counter())
+    daemon.stop_requested.set()
+    await runner
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=500_000)
+    parser.add_argument("--interval-ms", type=int, default=10_000)
+    args = parser.parse_args()
+    configure_logging("WARNING", "console")
+    work = Path(tempfile.mkdtemp(prefix="tabletopic-bench-"))
+    try:
+        with EmbeddedBroker(log_path=work / "broker.log") as broker:
+            nbytes = asyncio.run(produce(broker.bootstrap_servers, args.records))
+            base_s = asyncio.run(aiokafka_alone(broker.bootstrap_servers, args.records))
+            spark = SparkRuntime({"spark.master": "local[2]"})
+            spark.session  # noqa: B018 - started before the clock, as a running daemon's would be
+            worker = {"bootstrap.servers": broker.bootstrap_servers, "listeners": "",
+                      "value.converter.schemas.enable": "false", "consumer.session.timeout.ms": "6000",
+                      "consumer.max.poll.records": "10000"}
+            connector = {"name": "bench", "topics": TOPIC, "iceberg.tables": TABLE,
+                         "iceberg.tables.auto-create-enabled": "true",
+                         "iceberg.control.commit.interval-ms": str(args.interval_ms),
+                         "iceberg.catalog.type": "hadoop",
+                         "iceberg.catalog.warehouse": "file://" + str(work / "warehouse")}
+            sink_s = asyncio.run(sink(worker, connector, args.records, spark))
+            rows = spark.activate().sql(f"SELECT count(*) FROM iceberg.{TABLE}").collect()[0][0]
+            spark.stop()
+        mib = nbytes / (1 << 20)
+        print(f"\n{args.records:,} JSON records, {mib:.1f} MiB of values, {PARTITIONS} partitions, "
+              f"commit interval {args.interval_ms} ms\n")
+        print(f"{'':28}{'seconds':>10}{'records/s':>14}{'MiB/s':>10}")
+        for label, seconds in (("aiokafka alone (baseline)", base_s), ("tabletopic end to end", sink_s)):
+            print(f"{label:28}{seconds:>10.2f}{args.records / seconds:>14,.0f}{mib / seconds:>10.2f}")
+        print(f"\nrows in the table: {rows:,} (expected {args.records:,})")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
