@@ -207,3 +207,40 @@ def duckdb_connection() -> duckdb.DuckDBPyConnection:
 def json_envelope(schema: dict[str, Any], payload: dict[str, Any]) -> bytes:
     return json.dumps({"schema": schema, "payload": payload}, separators=(",", ":")).encode()
 
+
+
+def run_in_process(spark: SparkRuntime, worker: dict[str, Any], connectors: list[dict[str, Any]],
+                   until: Callable[[Any], bool], timeout: float = 120,
+                   during: Callable[[Any], Any] | None = None) -> tuple[int, Any]:
+    """Run a Standalone in this process on the shared SparkSession until ``until(daemon)`` holds.
+
+    ``during(daemon)`` is awaited once the daemon runs (to scrape its HTTP listener, say).
+    Returns the exit code and the daemon.
+    """
+    from tabletopic.config.connector import parse_connector
+    from tabletopic.config.worker import parse_worker
+    from tabletopic.standalone import Standalone
+
+    parsed_worker = parse_worker(worker)
+    daemon = Standalone(parsed_worker, [parse_connector(c, parsed_worker) for c in connectors], spark)
+
+    async def go() -> int:
+        runner = asyncio.ensure_future(daemon.run())
+        deadline = time.monotonic() + timeout
+        pending_during = during
+        try:
+            while not runner.done():
+                await asyncio.sleep(0.3)
+                if daemon.connectors and all(c.task.assigned for c in daemon.connectors):
+                    if pending_during is not None:
+                        await pending_during(daemon)
+                        pending_during = None
+                    if until(daemon):
+                        break
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"in-process daemon: condition not met in {timeout:.0f}s")
+        finally:
+            daemon.stop_requested.set()
+        return await runner
+
+    return asyncio.run(go()), daemon

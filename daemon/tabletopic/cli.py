@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from tabletopic.config.connector import CONNECTOR_KEYS, ConnectorConfig, parse_connector
-from tabletopic.config.definition import ConfigError, Key, KeyType
+from tabletopic.config.definition import ConfigError, Key, KeyType, Problem
 from tabletopic.config.files import load_config_file
 from tabletopic.config.worker import WORKER_KEYS, WorkerConfig, parse_worker
 
@@ -25,7 +25,6 @@ def _load(worker_path: str | None, connector_paths: Sequence[str]) -> tuple[Work
     names = [c.name for c in connectors]
     duplicates = {n for n in names if names.count(n) > 1}
     if duplicates:
-        from tabletopic.config.definition import Problem
         raise ConfigError([Problem("name", n, "two connectors have this name") for n in sorted(duplicates)])
     return worker, connectors
 
@@ -66,9 +65,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         return 1
     for warning in config.warnings:
         print(f"warning: {warning}")
-    print(f"connector {config.name!r} is valid: topics={config.topics or config.topics_regex.pattern} "  # type: ignore[union-attr]
+    topics = config.topics or (config.topics_regex.pattern if config.topics_regex else "")
+    kind = config.catalog_props.get("type") or config.catalog_props.get("catalog-impl")
+    print(f"connector {config.name!r} is valid: topics={topics} "
           f"tables={config.tables or 'dynamic via ' + str(config.route_field)} "
-          f"catalog={config.catalog_name} ({config.catalog_props.get('type') or config.catalog_props.get('catalog-impl')})")
+          f"catalog={config.catalog_name} ({kind})")
     return 0
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 
 import numpy as np
 import structlog
@@ -26,7 +26,9 @@ from tabletopic.commit.source_offsets import offsets_key, read_offsets
 from tabletopic.commit.table_committer import TableCommitter
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig
+from tabletopic.convert.change_kind import ChangeKinds
 from tabletopic.convert.converter import Converter, load_converter
+from tabletopic.convert.key_rows import tombstone_deletes
 from tabletopic.convert.records import RawRecords, SinkRecords
 from tabletopic.failed_records import FailedRecords, RecordFailure
 from tabletopic.ops.metrics import SinkMetrics
@@ -53,6 +55,11 @@ class SinkTask:
         self.key_converter: Converter = load_converter(config.key_converter, is_key=True)
         self.transforms = TransformChain(config.transforms)
         self.router = Router(config)
+        keyed = config.upsert_mode or bool(config.cdc_field)
+        self.change_kinds = ChangeKinds(config.cdc_field, config.case_insensitive) if keyed else None
+        ids = config.raw.get("iceberg.tables.default-id-columns") or ""
+        self._default_id_columns = [c.strip() for c in ids.split(",") if c.strip()] or \
+            (config.table(config.tables[0]).id_columns if config.tables else [])
         self.tables = IcebergTables(spark, config)
         self.coordinator = Coordinator(
             self.tables, TableCommitter(lambda: spark.jvm, config.name, config.group_id), metrics,
@@ -89,15 +96,19 @@ class SinkTask:
             sum(len(v) for v in raw.values if v) + sum(len(k) for k in raw.keys if k))
         failures: list[RecordFailure] = []
         staged: dict[str, list[SinkRecords]] = {}
-        for records in self._convert(raw, failures):
-            try:
-                records = self.transforms.apply(records) if self.transforms else records
-            except TransformError as exc:
-                failures.extend(RecordFailure("transform", int(r), str(exc)) for r in records.rows)
-                continue
+        for records, tombstones in self._convert(raw, failures):
+            if not tombstones:
+                try:
+                    records = self.transforms.apply(records) if self.transforms else records
+                except TransformError as exc:
+                    failures.extend(RecordFailure("transform", int(r), str(exc)) for r in records.rows)
+                    continue
+                if self.change_kinds is not None and len(records):
+                    records, cdc_failures = self.change_kinds.classify(records)
+                    failures.extend(RecordFailure("transform", f.index, f.reason) for f in cdc_failures)
             if not len(records):
                 continue
-            routed = self.router.route(records)
+            routed = self.router.route(records, tombstones)
             failures.extend(RecordFailure("route", f.index, f.reason) for f in routed.failures)
             for table, subset in routed.by_table.items():
                 try:
@@ -118,20 +129,37 @@ class SinkTask:
         self.metrics.buffered_bytes.set(self.worker.buffered_bytes)
         self.worker.maybe_flush()
 
-    def _convert(self, raw: RawRecords, failures: list[RecordFailure]) -> Iterable[SinkRecords]:
+    def _convert(self, raw: RawRecords, failures: list[RecordFailure]) -> list[tuple[SinkRecords, bool]]:
+        """Converted rows, each with whether they are tombstone deletes."""
         present = [i for i, v in enumerate(raw.values) if v is not None]
-        # Tombstones carry no row to append; upsert mode turns them into deletes.
-        if not present:
-            return []
+        out: list[tuple[SinkRecords, bool]] = []
+        if present:
+            result = self.value_converter.convert(raw.topic, [raw.values[i] for i in present])
+            failures.extend(RecordFailure("convert", present[f.index], f.reason) for f in result.failures)
+            position = np.asarray(present, dtype=np.int64)
+            offsets = np.asarray(raw.offsets, dtype=np.int64)
+            stamps = np.asarray(raw.timestamps, dtype=np.int64)
+            for part in result.parts:
+                rows = position[part.indexes]
+                out.append((SinkRecords(raw.topic, raw.partition, part.table, offsets[rows], stamps[rows], rows),
+                            False))
+        if self.change_kinds is not None and len(present) < len(raw):
+            # In upsert and CDC mode a tombstone deletes its key; in append mode it carries nothing.
+            # After the values: they may create the table these deletes apply to. The buffer
+            # orders rows by offset again before the last change per key is chosen.
+            absent = [i for i, v in enumerate(raw.values) if v is None]
+            deletes, key_failures = tombstone_deletes(raw, absent, self.key_converter, self._default_id_columns)
+            failures.extend(RecordFailure("convert", f.index, f.reason) for f in key_failures)
+            out.extend((d, True) for d in deletes)
+        return out
         result = self.value_converter.convert(raw.topic, [raw.values[i] for i in present])
         failures.extend(RecordFailure("convert", present[f.index], f.reason) for f in result.failures)
         position = np.asarray(present, dtype=np.int64)
         offsets = np.asarray(raw.offsets, dtype=np.int64)
         stamps = np.asarray(raw.timestamps, dtype=np.int64)
-        out = []
         for part in result.parts:
             rows = position[part.indexes]
-            out.append(SinkRecords(raw.topic, raw.partition, part.table, offsets[rows], stamps[rows], rows))
+            out.append((SinkRecords(raw.topic, raw.partition, part.table, offsets[rows], stamps[rows], rows), False))
         return out
 
     @property

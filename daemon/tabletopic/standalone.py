@@ -14,6 +14,8 @@ import signal
 from dataclasses import dataclass
 
 import structlog
+from aiokafka.errors import KafkaError
+from py4j.protocol import Py4JJavaError
 
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig
@@ -21,7 +23,7 @@ from tabletopic.consume.agent import FaustConsumer
 from tabletopic.ops.http_server import ConnectorView, HttpServer
 from tabletopic.ops.metrics import SinkMetrics, new_registry
 from tabletopic.sink_task import SinkTask
-from tabletopic.write.iceberg_tables import TableError
+from tabletopic.write.iceberg_tables import TableError, java_error_message
 from tabletopic.write.spark_session import SparkRuntime
 
 log = structlog.get_logger(__name__)
@@ -72,8 +74,15 @@ class Standalone:
             await self.http.start()
             log.info("listening", url=f"http://{self.http.host}:{self.http.port}")
         for c in self.connectors:
-            await c.task.start()
-            await c.consumer.start()
+            try:
+                await c.task.start()
+                await c.consumer.start()
+            except KafkaError as exc:
+                log.error("cannot reach Kafka; check bootstrap.servers and that the brokers are up",
+                          connector=c.config.name, bootstrap_servers=",".join(self.worker.bootstrap_servers),
+                          error=str(exc))
+                await self.shutdown(exit_code=2)
+                return 2
             c.timer = asyncio.get_running_loop().create_task(self._barriers(c), name=f"barrier-{c.config.name}")
             log.info("connector started", connector=c.config.name, group=c.config.group_id,
                      interval_ms=c.config.commit_interval_ms)
@@ -93,8 +102,8 @@ class Standalone:
             except Exception:
                 log.exception("commit barrier failed", connector=c.config.name)
 
-    async def shutdown(self) -> int:
-        code = 0
+    async def shutdown(self, exit_code: int = 0) -> int:
+        code = exit_code
         timeout = self.worker.shutdown_timeout_ms / 1000
         for c in self.connectors:
             await c.consumer.drain()
@@ -143,9 +152,9 @@ def _check_catalog(task: SinkTask) -> None:
             task.tables.exists(name)
     except TableError:
         raise
-    except Exception as exc:
+    except Py4JJavaError as exc:
         raise StartupError(f"connector {task.config.name}: the Iceberg catalog {task.config.catalog_name!r} "
-                           f"is not reachable ({exc}); check iceberg.catalog.*") from exc
+                           f"is not reachable ({java_error_message(exc)}); check iceberg.catalog.*") from exc
 
 
 def _status(c: _Connector):  # type: ignore[no-untyped-def]

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-
 import pyarrow as pa
 
 from tabletopic.convert.records import SinkRecords
@@ -35,13 +34,16 @@ class Drained:
     nbytes: int
     max_timestamp_ms: int | None
     offsets: dict[TopicPartition, int]  # next offset per topic-partition covered
+    ops: np.ndarray  # per row: UPSERT or DELETE (keyed tables)
+    order: np.ndarray  # per row: its rank in (topic-partition, offset) order, for "last change wins"
 
 
 @dataclass
 class TableBuffer:
     table: str
     floor: dict[TopicPartition, int] = field(default_factory=dict)
-    _parts: list[tuple[TopicPartition, pa.Table, int, np.ndarray]] = field(default_factory=list)  # tp, rows, newest ts, offsets
+    # (topic-partition, rows, newest timestamp, offsets, change kinds), in arrival order
+    _parts: list[tuple[TopicPartition, pa.Table, int, np.ndarray, np.ndarray]] = field(default_factory=list)
     _schema: pa.Schema | None = None
     records: int = 0
     nbytes: int = 0
@@ -64,7 +66,7 @@ class TableBuffer:
                 self._schema = pa.unify_schemas([self._schema, schema], promote_options="permissive")
             except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
                 raise SchemaConflict(f"rows for table {self.table} do not fit the rows before them: {exc}") from exc
-        self._parts.append((tp, records.value, int(records.timestamps.max()), records.offsets))
+        self._parts.append((tp, records.value, int(records.timestamps.max()), records.offsets, records.op_array()))
         self.records += len(records)
         self.nbytes += records.value.nbytes
         newest = int(records.timestamps.max())
@@ -77,7 +79,14 @@ class TableBuffer:
             return None
         tables = [part[1] for part in self._parts]
         rows = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
-        drained = Drained(self.table, rows, self.records, self.nbytes, self._max_ts, dict(self._offsets))
+        ops = np.concatenate([part[4] for part in self._parts])
+        # Tombstones and values of one fetch are buffered apart, so arrival order is not offset order.
+        tp_ids = {tp: i for i, tp in enumerate(sorted({part[0] for part in self._parts}))}
+        partition_of = np.concatenate([np.full(len(part[3]), tp_ids[part[0]]) for part in self._parts])
+        offsets = np.concatenate([part[3] for part in self._parts])
+        order = np.empty(len(offsets), dtype=np.int64)
+        order[np.lexsort((offsets, partition_of))] = np.arange(len(offsets))
+        drained = Drained(self.table, rows, self.records, self.nbytes, self._max_ts, dict(self._offsets), ops, order)
         self.clear()
         return drained
 
@@ -96,13 +105,13 @@ class TableBuffer:
     def _keep(self, which: Callable[[TopicPartition, np.ndarray], np.ndarray | None]) -> int:
         parts, before = self._parts, self.records
         self.clear()
-        for tp, rows, newest, offsets in parts:
+        for tp, rows, newest, offsets, ops in parts:
             mask = which(tp, offsets)
             if mask is None or not mask.any():
                 continue
             if not mask.all():
-                rows, offsets = rows.filter(pa.array(mask)), offsets[mask]
-            self._parts.append((tp, rows, newest, offsets))
+                rows, offsets, ops = rows.filter(pa.array(mask)), offsets[mask], ops[mask]
+            self._parts.append((tp, rows, newest, offsets, ops))
             self.records += rows.num_rows
             self.nbytes += rows.nbytes
             self._max_ts = newest if self._max_ts is None else max(self._max_ts, newest)

@@ -16,7 +16,7 @@ def parse_properties(text: str) -> dict[str, str]:
     logical: list[str] = []
     pending = ""
     for raw in text.splitlines():
-        line = raw.lstrip() if not pending else raw.lstrip()
+        line = raw.lstrip()
         if not pending and (not line or line[0] in "#!"):
             continue
         trailing = len(line) - len(line.rstrip("\\"))

@@ -163,7 +163,7 @@ class FaustConsumer:
         assignment = self.app.consumer.assignment()
         offsets = {TP(t, p): o for (t, p), o in positions.items() if TP(t, p) in assignment}
         if offsets:
-            await self.app.consumer._commit(offsets)  # noqa: SLF001 - Faust's explicit-offset commit
+            await self.app.consumer._commit(offsets)
 
     async def _group_offsets(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         admin = AIOKafkaAdminClient(bootstrap_servers=",".join(self.worker_config.bootstrap_servers))

@@ -38,7 +38,8 @@ class SinkRecords:
     offsets: np.ndarray  # int64, one per row, ascending
     timestamps: np.ndarray  # int64 milliseconds, one per row
     rows: np.ndarray  # positions in the RawRecords this came from
-    tombstone: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # Change kind per row for keyed (upsert/CDC) tables: UPSERT or DELETE; empty means all UPSERT.
+    ops: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
 
     def __len__(self) -> int:
         return self.value.num_rows
@@ -46,9 +47,16 @@ class SinkRecords:
     def take(self, mask: np.ndarray) -> SinkRecords:
         """The rows where ``mask`` is true."""
         return SinkRecords(self.topic, self.partition, self.value.filter(pa.array(mask)), self.offsets[mask],
-                           self.timestamps[mask], self.rows[mask],
-                           self.tombstone[mask] if len(self.tombstone) else self.tombstone)
+                           self.timestamps[mask], self.rows[mask], self.ops[mask] if len(self.ops) else self.ops)
 
     def with_value(self, value: pa.Table) -> SinkRecords:
-        return SinkRecords(self.topic, self.partition, value, self.offsets, self.timestamps, self.rows,
-                           self.tombstone)
+        return SinkRecords(self.topic, self.partition, value, self.offsets, self.timestamps, self.rows, self.ops)
+
+    def with_ops(self, ops: np.ndarray) -> SinkRecords:
+        return SinkRecords(self.topic, self.partition, self.value, self.offsets, self.timestamps, self.rows, ops)
+
+    def op_array(self) -> np.ndarray:
+        return self.ops if len(self.ops) else np.full(len(self), UPSERT, dtype=np.int8)
+
+
+UPSERT, DELETE = 0, 1

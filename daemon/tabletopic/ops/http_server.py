@@ -47,7 +47,7 @@ class HttpServer:
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         if self.port == 0:  # report the port the OS picked
-            server = site._server  # noqa: SLF001 - aiohttp exposes no other way
+            server = site._server
             if server is not None and server.sockets:
                 self.port = server.sockets[0].getsockname()[1]
 

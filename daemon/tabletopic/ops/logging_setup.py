@@ -31,6 +31,7 @@ def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
         cache_logger_on_first_use=True,
     )
     # Faust, aiokafka and py4j log through the standard library: keep their warnings, not their chatter.
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
     for noisy in ("faust", "mode", "aiokafka", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING if level != "DEBUG" else logging.INFO)

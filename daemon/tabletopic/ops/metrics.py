@@ -7,6 +7,7 @@ partition) and never by data.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import weakref
@@ -79,13 +80,11 @@ class SinkMetrics:
 
     def forget_partition(self, topic: str, partition: int) -> None:
         for g in (self._families.lag, self._families.committed_lag):
-            try:
+            with contextlib.suppress(KeyError):
                 g.remove(self.connector, topic, str(partition))
-            except KeyError:
-                pass
 
 
-_FAMILIES: "weakref.WeakKeyDictionary[CollectorRegistry, _Families]" = weakref.WeakKeyDictionary()
+_FAMILIES: weakref.WeakKeyDictionary[CollectorRegistry, _Families] = weakref.WeakKeyDictionary()
 
 
 def _families(registry: CollectorRegistry) -> _Families:

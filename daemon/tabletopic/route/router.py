@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.convert.converter import Failure
+from tabletopic.convert.field_path import read_path
 from tabletopic.convert.records import SinkRecords
 
 
@@ -35,11 +36,18 @@ class Router:
         self._case_insensitive = config.case_insensitive
         self._regexes = [(t, config.table(t).route_regex) for t in self._tables]
 
-    def route(self, records: SinkRecords) -> Routed:
+    def route(self, records: SinkRecords, tombstones: bool = False) -> Routed:
+        """Route ``records``; tombstones (key-only rows) without the route field go nowhere.
+
+        A tombstone normally follows the delete it completes (Debezium writes the delete, then
+        the tombstone), so one that cannot be routed is dropped rather than failed.
+        """
         if self._path is None:
             return Routed({t: records for t in self._tables})
         values = self._route_values(records.value)
         if values is None:
+            if tombstones:
+                return Routed()
             reason = f"route field {'.'.join(self._path)!r} is not in the record"
             return Routed(failures=[Failure(int(r), reason) for r in records.rows]) if self._dynamic else Routed()
         routed = Routed()
@@ -68,23 +76,7 @@ class Router:
 
     def _route_values(self, table: pa.Table) -> pa.Array | None:
         assert self._path is not None
-        names = table.column_names
-        head = self._match(self._path[0], names)
-        if head is None:
+        column = read_path(table, self._path, self._case_insensitive)
+        if column is None:
             return None
-        column: pa.Array = table.column(head).combine_chunks()
-        for part in self._path[1:]:
-            if not pa.types.is_struct(column.type):
-                return None
-            child = self._match(part, [column.type.field(i).name for i in range(column.type.num_fields)])
-            if child is None:
-                return None
-            column = pc.struct_field(column, child)
         return column if column.type == pa.string() else pc.cast(column, pa.string())
-
-    def _match(self, name: str, names: list[str]) -> str | None:
-        if name in names:
-            return name
-        if self._case_insensitive:
-            return next((n for n in names if n.lower() == name.lower()), None)
-        return None

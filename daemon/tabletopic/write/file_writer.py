@@ -15,6 +15,7 @@ from typing import Any
 from tabletopic.buffer.table_buffer import Drained
 from tabletopic.write.iceberg_tables import TableHandle
 from tabletopic.write.spark_session import SparkRuntime
+from tabletopic.write.upsert_batch import reduce_changes
 
 
 @dataclass
@@ -25,6 +26,7 @@ class WrittenFiles:
     records: int
     max_timestamp_ms: int | None
     seconds: float
+    deletes: int = 0
 
 
 class FileWriter:
@@ -41,8 +43,19 @@ class FileWriter:
         rows = drained.rows
         if rows.schema != handle.arrow_schema:
             rows = rows.cast(handle.arrow_schema)
-        frame = self._spark.dataframe_from_arrow(rows)
-        files = self._spark.jvm.tabletopic.SinkWriter.writeDataFiles(
-            frame._jdf, handle.java, str(uuid.uuid4()), self._write_props)
-        return WrittenFiles(handle.name, files, int(files.size()), drained.records, drained.max_timestamp_ms,
-                            time.monotonic() - started)
+        writer = self._spark.jvm.tabletopic.SinkWriter
+        operation = str(uuid.uuid4())
+        if not handle.keyed:
+            files = writer.writeDataFiles(self._spark.dataframe_from_arrow(rows)._jdf, handle.java, operation,
+                                          self._write_props)
+            return WrittenFiles(handle.name, files, int(files.size()), drained.records, drained.max_timestamp_ms,
+                                time.monotonic() - started)
+        inserts, keys = reduce_changes(rows, drained.ops, drained.order, handle.id_columns)
+        files = writer.writeEqualityDeletes(self._spark.dataframe_from_arrow(keys)._jdf, handle.java,
+                                            handle.delete_spec_id, handle.equality_ids, operation, self._write_props)
+        if inserts.num_rows:
+            data = writer.writeDataFiles(self._spark.dataframe_from_arrow(inserts)._jdf, handle.java, operation,
+                                         self._write_props)
+            files = writer.concat(data, files)
+        return WrittenFiles(handle.name, files, int(files.size()), inserts.num_rows, drained.max_timestamp_ms,
+                            time.monotonic() - started, deletes=keys.num_rows)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -37,11 +37,23 @@ class TableHandle:
     arrow_schema: pa.Schema
     schema_id: int
     branch: str | None
+    # Keyed (upsert/CDC) tables only: the id columns, their field ids, and the spec of delete files.
+    id_columns: list[str] = field(default_factory=list)
+    equality_ids: list[int] = field(default_factory=list)
+    delete_spec_id: int | None = None
+
+    @property
+    def keyed(self) -> bool:
+        return bool(self.id_columns)
 
 
 def java_error_message(exc: Py4JJavaError) -> str:
-    java = exc.java_exception
-    return f"{java.getClass().getName()}: {java.getMessage()}"
+    """The Java exception and its causes, one line each, without the stack traces."""
+    parts, java, seen = [], exc.java_exception, 0
+    while java is not None and seen < 5:
+        parts.append(f"{java.getClass().getName()}: {java.getMessage()}")
+        java, seen = java.getCause(), seen + 1
+    return " <- caused by ".join(parts)
 
 
 def _strip_nulls(schema: pa.Schema, force_optional: bool) -> tuple[pa.Schema, list[str]]:
@@ -153,7 +165,34 @@ class IcebergTables:
         jvm = self.jvm
         struct = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(java.schema())
         arrow = to_arrow_schema(StructType.fromJson(json.loads(struct.json())))
-        return TableHandle(name, java, arrow, int(java.schema().schemaId()), self._config.table(name).commit_branch)
+        handle = TableHandle(name, java, arrow, int(java.schema().schemaId()),
+                             self._config.table(name).commit_branch)
+        if self.keyed:
+            self._key(handle)
+        return handle
+
+    @property
+    def keyed(self) -> bool:
+        return bool(self._config.upsert_mode or self._config.cdc_field)
+
+    def _key(self, handle: TableHandle) -> None:
+        """Resolve the id columns of a keyed table and the spec its equality deletes use."""
+        columns = self._config.table(handle.name).id_columns
+        schema = handle.java.schema()
+        missing = [c for c in columns if schema.findField(c) is None]
+        if not columns or missing:
+            have = [c.name() for c in schema.columns()]
+            raise TableError(
+                f"table {handle.name} cannot be upserted on id columns {columns}: "
+                f"{'none are configured' if not columns else f'{missing} are not in it'} (its columns: {have}); "
+                f"set iceberg.table.{handle.name}.id-columns or iceberg.tables.default-id-columns")
+        handle.id_columns = list(columns)
+        handle.equality_ids = [int(schema.findField(c).fieldId()) for c in columns]
+        try:
+            handle.delete_spec_id = int(self.jvm.tabletopic.SinkWriter.ensureUnpartitionedSpec(handle.java))
+        except Py4JJavaError as exc:
+            raise TableError(f"table {handle.name}: cannot add the unpartitioned spec that global equality "
+                             f"deletes need: {java_error_message(exc)}") from exc
 
     def _create(self, catalog: Any, ident: Any, name: str, sample: pa.Schema) -> Any:
         jvm = self.jvm
@@ -163,6 +202,14 @@ class IcebergTables:
         if not len(schema):
             raise TableError(f"cannot create table {name}: the first records have no typed columns")
         schema = pa.schema([f.with_type(_null_free(f.type)) for f in schema])
+        id_columns = self._config.table(name).id_columns if self.keyed else []
+        if id_columns:
+            # Identifier fields must be required columns.
+            missing = [c for c in id_columns if c not in schema.names]
+            if missing:
+                raise TableError(f"cannot create table {name}: id columns {missing} are not in the first records "
+                                 f"(fields: {schema.names})")
+            schema = pa.schema([f.with_nullable(False) if f.name in id_columns else f for f in schema])
         struct = jvm.org.apache.spark.sql.types.DataType.fromJson(from_arrow_schema(schema).json())
         iceberg_schema = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(struct)
         spec = self._spec(iceberg_schema, name)
@@ -184,8 +231,10 @@ class IcebergTables:
             if "AlreadyExistsException" in java_error_message(exc):  # another daemon won the race
                 return catalog.loadTable(ident)
             raise
+        if id_columns:
+            self.jvm.tabletopic.SinkWriter.setIdentifierFields(java, id_columns)
         log.info("created table", table=name, partition_by=[str(p) for p in self._config.table(name).partition_by],
-                 columns=schema.names)
+                 columns=schema.names, identifier_fields=id_columns)
         return java
 
     def _spec(self, iceberg_schema: Any, name: str) -> Any:

@@ -14,12 +14,13 @@ import asyncio
 from collections.abc import Callable, Iterable
 
 import numpy as np
+import pyarrow as pa
 import structlog
 
 from tabletopic.buffer.table_buffer import Drained, TableBuffer, TopicPartition
 from tabletopic.commit.events import DataComplete, DataWritten, StartCommit
 from tabletopic.convert.converter import Failure
-from tabletopic.convert.records import SinkRecords
+from tabletopic.convert.records import UPSERT, SinkRecords
 from tabletopic.ops.metrics import SinkMetrics
 from tabletopic.write.arrow_conform import ConformError, conform
 from tabletopic.write.file_writer import FileWriter, WrittenFiles
@@ -47,9 +48,55 @@ class Worker:
     # -- ingest side (event loop, synchronous) ----------------------------------------------------
     def prepare(self, table: str, records: SinkRecords) -> tuple[list[SinkRecords], list[Failure]]:
         """Conform rows to ``table`` (creating it if allowed); nothing is buffered yet."""
+        ops = records.op_array()
+        if not (ops == UPSERT).any() and table not in self._tables.known() and not self._tables.exists(table):
+            return [], []  # deleting keys from a table that does not exist yet changes nothing
         handle = self._tables.get(table, records.value.schema)
         failures: list[Failure] = []
-        return self._conform(handle, records, failures), failures
+        if not handle.keyed:
+            return self._conform(handle, records, failures), failures
+        parts = []
+        upserts = ops == UPSERT
+        if upserts.any():
+            parts += self._conform(handle, records.take(upserts) if not upserts.all() else records, failures)
+        if not upserts.all():
+            parts += self._conform_keys(handle, records.take(~upserts), failures)
+        parts = [self._without_null_keys(handle, p, failures) for p in parts]
+        if len(parts) > 1:  # deletes and upserts were conformed apart; restore offset order
+            merged = SinkRecords(records.topic, records.partition,
+                                 pa.concat_tables([p.value for p in parts]),
+                                 np.concatenate([p.offsets for p in parts]),
+                                 np.concatenate([p.timestamps for p in parts]),
+                                 np.concatenate([p.rows for p in parts]),
+                                 np.concatenate([p.op_array() for p in parts]))
+            order = np.argsort(merged.offsets, kind="stable")
+            parts = [SinkRecords(merged.topic, merged.partition, merged.value.take(pa.array(order)),
+                                 merged.offsets[order], merged.timestamps[order], merged.rows[order],
+                                 merged.ops[order])]
+        return [p for p in parts if len(p)], failures
+
+    def _conform_keys(self, handle: TableHandle, records: SinkRecords,
+                      failures: list[Failure]) -> list[SinkRecords]:
+        """Deletes need only the id columns; the other columns of the table are left null."""
+        key_schema = pa.schema([handle.arrow_schema.field(c) for c in handle.id_columns])
+        try:
+            keys = conform(records.value, key_schema, handle.name, self._case_insensitive)
+        except ConformError as exc:
+            failures.extend(Failure(int(r), f"delete key: {exc}") for r in records.rows)
+            return []
+        columns = [keys.column(f.name) if f.name in handle.id_columns else pa.nulls(len(records), f.type)
+                   for f in handle.arrow_schema]
+        return [records.with_value(pa.Table.from_arrays(columns, schema=handle.arrow_schema))]
+
+    @staticmethod
+    def _without_null_keys(handle: TableHandle, records: SinkRecords, failures: list[Failure]) -> SinkRecords:
+        null = np.zeros(len(records), dtype=bool)
+        for column in handle.id_columns:
+            null |= np.asarray(records.value.column(column).is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        if not null.any():
+            return records
+        failures.extend(Failure(int(r), f"id columns {handle.id_columns} must not be null") for r in records.rows[null])
+        return records.take(~null)
 
     def buffer(self, table: str, parts: list[SinkRecords]) -> None:
         buffer = self.buffers.get(table)
@@ -86,6 +133,11 @@ class Worker:
     def maybe_flush(self) -> None:
         """Write a table's rows to files early when its buffer is large (they commit at the barrier)."""
         for name, buffer in self.buffers.items():
+            if self._tables.get(name).keyed:
+                # A keyed table's changes are reduced per barrier (last change per key wins), and
+                # deletes in one snapshot do not see rows added in it: its files are all written
+                # at the barrier. tabletopic.buffer.max-bytes still bounds its memory.
+                continue
             if buffer.nbytes >= self._flush_bytes and not any(t.get_name() == name for t in self._flushes):
                 task = asyncio.get_running_loop().create_task(self._flush(name), name=name)
                 self._flushes.add(task)

@@ -12,12 +12,15 @@ import java.util.Map;
 import org.apache.iceberg.ContentFile;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.DeleteFile;
+import org.apache.iceberg.PartitionField;
+import org.apache.iceberg.PartitionSpec;
 import org.apache.iceberg.RowDelta;
 import org.apache.iceberg.Schema;
 import org.apache.iceberg.SerializableTable;
 import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.SnapshotRef;
 import org.apache.iceberg.Table;
+import org.apache.iceberg.UpdatePartitionSpec;
 import org.apache.iceberg.expressions.Expressions;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.broadcast.Broadcast;
@@ -53,11 +56,12 @@ public final class SinkWriter {
       Dataset<Row> keys,
       Table table,
       int specId,
-      int[] fieldIds,
+      List<Integer> fieldIds,
       String operationId,
       Map<String, String> writeProps) {
     Schema deleteSchema = table.schema().select(keys.columns());
-    return write(keys, table, deleteSchema, specId, fieldIds, operationId, writeProps);
+    int[] ids = fieldIds.stream().mapToInt(Integer::intValue).toArray();
+    return write(keys, table, deleteSchema, specId, ids, operationId, writeProps);
   }
 
   private static List<ContentFile<?>> write(
@@ -129,6 +133,44 @@ public final class SinkWriter {
   public static long headSnapshotId(Table table, String branch) {
     SnapshotRef ref = table.refs().get(branch == null ? SnapshotRef.MAIN_BRANCH : branch);
     return ref == null ? -1L : ref.snapshotId();
+  }
+
+  /**
+   * The id of an unpartitioned spec of {@code table}, adding one if there is none.
+   *
+   * <p>Upserts write equality deletes in this spec, so that they apply to every partition: a key
+   * whose partition value changed (say its day(updated_at)) still has its old row deleted, and the
+   * writer never reads the table to find where that row lives. A partitioned table gets the spec by
+   * two metadata commits: remove every field (the unpartitioned spec is added), then add them back
+   * (Iceberg reuses the original spec id, which is the default again).
+   */
+  public static int ensureUnpartitionedSpec(Table table) {
+    for (PartitionSpec spec : table.specs().values()) {
+      if (spec.isUnpartitioned()) {
+        return spec.specId();
+      }
+    }
+    PartitionSpec original = table.spec();
+    Schema schema = table.schema();
+    UpdatePartitionSpec removeAll = table.updateSpec();
+    for (PartitionField field : original.fields()) {
+      removeAll.removeField(field.name());
+    }
+    removeAll.commit();
+    UpdatePartitionSpec restore = table.updateSpec();
+    for (PartitionField field : original.fields()) {
+      String source = schema.findColumnName(field.sourceId());
+      restore.addField(field.name(), Expressions.transform(source, field.transform()));
+    }
+    restore.commit();
+    table.refresh();
+    return ensureUnpartitionedSpec(table);
+  }
+
+  /** Sets {@code columns} as the table's identifier fields (they must be required columns). */
+  public static void setIdentifierFields(Table table, List<String> columns) {
+    table.updateSchema().setIdentifierFields(columns).commit();
+    table.refresh();
   }
 
   /** Java-serialises written files, so a worker can hand them to a coordinator as bytes. */

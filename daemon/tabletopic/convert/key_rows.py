@@ -1,0 +1,35 @@
+"""Tombstones to deletes: a record with a key and a null value deletes the row with that key.
+
+The key is converted with the connector's key converter: a Connect key schema or JSON
+gives columns by name; a string or bytes key (one ``value`` column) stands for the single
+id column.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tabletopic.convert.converter import Converter, Failure
+from tabletopic.convert.records import DELETE, RawRecords, SinkRecords
+
+
+def tombstone_deletes(raw: RawRecords, positions: list[int], converter: Converter,
+                      id_columns: list[str]) -> tuple[list[SinkRecords], list[Failure]]:
+    keyed = [i for i in positions if raw.keys[i] is not None]
+    failures = [Failure(i, "a tombstone without a key cannot delete anything") for i in positions
+                if raw.keys[i] is None]
+    if not keyed:
+        return [], failures
+    result = converter.convert(raw.topic, [raw.keys[i] for i in keyed])  # type: ignore[misc]
+    failures += [Failure(keyed[f.index], f"tombstone key: {f.reason}") for f in result.failures]
+    offsets = np.asarray(raw.offsets, dtype=np.int64)
+    stamps = np.asarray(raw.timestamps, dtype=np.int64)
+    out = []
+    for part in result.parts:
+        table = part.table
+        if table.column_names == ["value"] and len(id_columns) == 1:
+            table = table.rename_columns(id_columns)
+        rows = np.asarray(keyed, dtype=np.int64)[part.indexes]
+        out.append(SinkRecords(raw.topic, raw.partition, table, offsets[rows], stamps[rows], rows,
+                               np.full(len(rows), DELETE, dtype=np.int8)))
+    return out, failures

@@ -1,0 +1,134 @@
+"""Bad records: errors.tolerance=none stops before them, =all moves them to the dead-letter topic."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer
+
+from tabletopic.write.spark_session import SparkRuntime
+from tests.support import (
+    DaemonProcess,
+    Warehouse,
+    create_topic,
+    produce,
+    run_in_process,
+    unique,
+    wait_until,
+    worker_props,
+)
+
+
+def _good(i: int) -> bytes:
+    return json.dumps({"id": i, "amount": i * 10, "note": f"n{i}"}).encode()
+
+
+BAD = [
+    b"\x00\x01garbage",                                   # not JSON at all
+    b"[1, 2, 3]",                                        # JSON, but not an object
+    json.dumps({"id": 5000, "amount": "lots"}).encode(),  # an object that does not fit the table
+]
+
+
+def _read_topic(bootstrap: str, topic: str, expected: int) -> list[tuple[bytes | None, dict[str, bytes]]]:
+    async def go() -> list[tuple[bytes | None, dict[str, bytes]]]:
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                    enable_auto_commit=False, group_id=None)
+        await consumer.start()
+        out: list[tuple[bytes | None, dict[str, bytes]]] = []
+        try:
+            for _ in range(40):
+                batch = await consumer.getmany(timeout_ms=500)
+                for records in batch.values():
+                    out.extend((r.value, dict(r.headers)) for r in records)
+                if len(out) >= expected:
+                    await asyncio.sleep(1)  # and make sure nothing more arrives
+                    for records in (await consumer.getmany(timeout_ms=500)).values():
+                        out.extend((r.value, dict(r.headers)) for r in records)
+                    break
+        finally:
+            await consumer.stop()
+        return out
+    return asyncio.run(go())
+
+
+def _make_table(warehouse: Warehouse, table: str) -> None:
+    warehouse.sql(f"CREATE TABLE {{c}}.{table} (id bigint, amount bigint, note string) USING iceberg "
+                  "TBLPROPERTIES ('format-version'='2')")
+
+
+def test_tolerance_all_sends_bad_records_to_the_dead_letter_topic(
+        bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
+    topic, dlq = unique("poison"), unique("dlq")
+    create_topic(bootstrap, topic, 2)
+    create_topic(bootstrap, dlq, 1)
+    table = "dlq.events"
+    _make_table(warehouse, table)
+    records, bad_at = [], []
+    for i in range(3000):
+        if i % 1000 == 500:
+            bad = BAD[len(bad_at)]
+            bad_at.append(i)
+            records.append((b"bad", bad, 0))
+        records.append((str(i).encode(), _good(i), i % 2))
+    produce(bootstrap, topic, records, headers=[("origin", b"test")])
+    code, daemon = run_in_process(spark, worker_props(bootstrap), [{
+        "name": unique("tolerant"), "topics": topic, "iceberg.tables": table,
+        "value.converter.schemas.enable": "false", "errors.tolerance": "all",
+        "errors.deadletterqueue.topic.name": dlq, "errors.deadletterqueue.context.headers.enable": "true",
+        "errors.log.enable": "true", "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}],
+        until=lambda d: sum(d.connectors[0].task.coordinator.table_offsets.get(table, {}).values()) >= len(records))
+    assert code == 0
+    got = warehouse.sql(f"SELECT count(*), count(DISTINCT id), sum(amount), min(id), max(id) FROM {{c}}.{table}")[0]
+    assert tuple(got) == (3000, 3000, sum(i * 10 for i in range(3000)), 0, 2999)
+    dead = _read_topic(bootstrap, dlq, len(BAD))
+    assert sorted(v for v, _ in dead) == sorted(BAD)
+    for _, headers in dead:
+        assert headers["origin"] == b"test"  # the record's own headers are kept
+        assert headers["__connect.errors.topic"] == topic.encode()
+        assert headers["__connect.errors.partition"] == b"0"
+        assert int(headers["__connect.errors.offset"]) >= 0
+        assert headers["__connect.errors.exception.message"]
+    stages = {v: h["__connect.errors.stage"] for v, h in dead}
+    assert stages[BAD[0]] == b"VALUE_CONVERTER" and stages[BAD[2]] == b"TASK_PUT"
+    metrics = daemon.connectors[0].task.metrics
+    assert metrics.dead_letter_records._metric.labels(connector=metrics.connector)._value.get() == len(BAD)
+
+
+def test_tolerance_none_stops_before_the_bad_record_and_resumes_when_allowed(
+        bootstrap: str, warehouse: Warehouse, tmp_path: Path) -> None:
+    topic, dlq = unique("strict"), unique("strict_dlq")
+    create_topic(bootstrap, topic, 1)
+    create_topic(bootstrap, dlq, 1)
+    table = "strict.events"
+    _make_table(warehouse, table)
+    produce(bootstrap, topic, [(None, _good(i), 0) for i in range(200)])
+    produce(bootstrap, topic, [(None, BAD[0], 0)])  # offset 200
+    produce(bootstrap, topic, [(None, _good(i), 0) for i in range(200, 400)])
+    connector = {"name": unique("strict"), "topics": topic, "iceberg.tables": table,
+                 "value.converter.schemas.enable": "false", "iceberg.control.commit.interval-ms": "1000",
+                 **warehouse.connector_props()}
+    group = f"connect-{connector['name']}"
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
+    code = daemon.wait(timeout=180)
+    output = daemon.output()
+    assert code == 1, output[-3000:]
+    assert f"record {topic}[0]@200 failed in convert" in output
+    assert "errors.tolerance=all" in output  # says how to go on
+    committed = warehouse.offsets(table, group).get((topic, 0), 0)
+    assert committed <= 200
+    ids = sorted(r.id for r in warehouse.rows(table, "id"))
+    assert ids == list(range(committed))  # everything before the commit point, nothing after
+
+    # The operator lets it skip: the bad record goes to the dead-letter topic, nothing is lost.
+    connector.update({"errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq})
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector])
+    daemon.runs = 1
+    daemon.start()
+    wait_until(lambda: warehouse.offsets(table, group).get((topic, 0), 0) >= 401, 120, "all offsets", daemon)
+    assert daemon.terminate() == 0
+    ids = sorted(r.id for r in warehouse.rows(table, "id"))
+    assert ids == list(range(400))
+    assert [v for v, _ in _read_topic(bootstrap, dlq, 1)] == [BAD[0]]

@@ -1,0 +1,119 @@
+"""Converters end to end: records through the broker, rows read back from the tables."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import json
+from pathlib import Path
+
+import aiohttp
+
+from tabletopic.write.spark_session import SparkRuntime
+from tests.support import Warehouse, create_topic, json_envelope, produce, run_in_process, unique, worker_props
+
+ENVELOPE_SCHEMA = {"type": "struct", "optional": False, "fields": [
+    {"field": "id", "type": "int64", "optional": False},
+    {"field": "day", "type": "int32", "name": "org.apache.kafka.connect.data.Date", "optional": True},
+    {"field": "at", "type": "int32", "name": "org.apache.kafka.connect.data.Time", "optional": True},
+    {"field": "ts", "type": "int64", "name": "org.apache.kafka.connect.data.Timestamp", "optional": True},
+    {"field": "price", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "optional": True,
+     "parameters": {"scale": "2", "connect.decimal.precision": "10"}},
+    {"field": "blob", "type": "bytes", "optional": True},
+    {"field": "tags", "type": "array", "items": {"type": "string"}, "optional": True},
+    {"field": "attrs", "type": "map", "keys": {"type": "string"}, "values": {"type": "int32"}, "optional": True},
+    {"field": "who", "type": "struct", "optional": True, "fields": [
+        {"field": "name", "type": "string", "optional": True},
+        {"field": "score", "type": "float64", "optional": True}]},
+]}
+
+
+def _decimal_bytes(unscaled: int) -> str:
+    return base64.b64encode(unscaled.to_bytes(4, "big", signed=True)).decode()
+
+
+def _committed(daemon: object, table: str, n: int) -> bool:
+    task = daemon.connectors[0].task  # type: ignore[attr-defined]
+    return sum(task.coordinator.table_offsets.get(table, {}).values()) >= n
+
+
+def test_connect_json_logical_types_and_nesting(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
+    topic = unique("typed")
+    create_topic(bootstrap, topic, 2)
+    rows = []
+    for i in range(40):
+        rows.append({"id": i, "day": 19_000 + i, "at": 3_600_000 + i, "ts": 1_700_000_000_000 + i,
+                     "price": _decimal_bytes(12_345 + i), "blob": base64.b64encode(bytes([i, 255])).decode(),
+                     "tags": [f"t{i}", "x"], "attrs": {"k": i}, "who": {"name": f"n{i}", "score": i / 2}})
+    rows.append({"id": 99, "day": None, "at": None, "ts": None, "price": None, "blob": None, "tags": None,
+                 "attrs": None, "who": None})
+    produce(bootstrap, topic, [(None, json_envelope(ENVELOPE_SCHEMA, r), r["id"] % 2) for r in rows])
+    table = "typed.records"
+    code, _ = run_in_process(spark, worker_props(bootstrap), [{
+        "name": unique("typed"), "topics": topic, "iceberg.tables": table,
+        "value.converter.schemas.enable": "true", "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}],
+        until=lambda d: _committed(d, table, len(rows)))
+    assert code == 0
+    got = {r.id: r for r in warehouse.rows(table)}
+    assert len(got) == len(rows)
+    first = got[3]
+    assert first.day == dt.date(1970, 1, 1) + dt.timedelta(days=19_003)
+    assert first.at == (3_600_000 + 3) * 1000  # microseconds since midnight
+    micros = warehouse.sql(f"SELECT unix_micros(ts) FROM {{c}}.{table} WHERE id = 3")[0][0]
+    assert micros == (1_700_000_000_000 + 3) * 1000
+    assert first.price == decimal.Decimal("123.48")
+    assert bytes(first.blob) == bytes([3, 255])
+    assert first.tags == ["t3", "x"]
+    assert first.attrs == {"k": 3}
+    assert first.who.name == "n3" and first.who.score == 1.5
+    assert got[99].price is None and got[99].who is None
+    columns = {f.name: f.dataType.simpleString() for f in spark.session.table(f"{warehouse.catalog}.{table}").schema}
+    assert columns["price"] == "decimal(10,2)" and columns["day"] == "date" and columns["ts"] == "timestamp"
+    assert columns["id"] == "bigint" and columns["attrs"] == "map<string,int>"
+    assert not spark.session.table(f"{warehouse.catalog}.{table}").schema["id"].nullable  # optional: false
+
+
+def test_string_and_bytearray_converters_in_one_process(bootstrap: str, spark: SparkRuntime,
+                                                         warehouse: Warehouse, tmp_path: Path) -> None:
+    text_topic, bytes_topic = unique("text"), unique("bytes")
+    create_topic(bootstrap, text_topic, 1)
+    create_topic(bootstrap, bytes_topic, 1)
+    produce(bootstrap, text_topic, [(None, f"line {i} é".encode(), 0) for i in range(25)])
+    produce(bootstrap, bytes_topic, [(None, bytes([i, 0, 200]), 0) for i in range(25)])
+    scraped: dict[str, object] = {}
+
+    async def scrape(daemon: object) -> None:
+        port = daemon.http.port  # type: ignore[attr-defined]
+        async with aiohttp.ClientSession() as http:
+            for path in ("/health", "/ready", "/connectors", "/metrics"):
+                async with http.get(f"http://127.0.0.1:{port}{path}") as response:
+                    scraped[path] = (response.status, await response.text())
+
+    connectors = [
+        {"name": unique("text"), "topics": text_topic, "iceberg.tables": "raw.text",
+         "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+         "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000",
+         **warehouse.connector_props()},
+        {"name": unique("bytes"), "topics": bytes_topic, "iceberg.tables": "raw.bytes",
+         "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+         "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000",
+         **warehouse.connector_props()},
+    ]
+
+    def done(daemon: object) -> bool:
+        tasks = [c.task for c in daemon.connectors]  # type: ignore[attr-defined]
+        return all(sum(t.coordinator.table_offsets.get(name, {}).values()) >= 25
+                   for t, name in zip(tasks, ["raw.text", "raw.bytes"], strict=True))
+
+    code, _ = run_in_process(spark, worker_props(bootstrap, listeners="http://127.0.0.1:0"), connectors,
+                             until=done, during=scrape)
+    assert code == 0
+    assert sorted(r.value for r in warehouse.rows("raw.text")) == sorted(f"line {i} é" for i in range(25))
+    assert sorted(bytes(r.value) for r in warehouse.rows("raw.bytes")) == sorted(bytes([i, 0, 200]) for i in range(25))
+    assert scraped["/health"][0] == 200
+    assert scraped["/ready"][0] == 200, scraped["/ready"]
+    assert sorted(json.loads(scraped["/connectors"][1])) == sorted(c["name"] for c in connectors)
+    metrics = scraped["/metrics"][1]
+    assert "tabletopic_records_consumed_total" in metrics and "tabletopic_jvm_memory_bytes" in metrics

@@ -1,0 +1,98 @@
+"""Start-up errors, graceful shutdown, and fencing of a writer whose table moved on."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from tabletopic.commit.table_committer import TableCommitter
+from tabletopic.write.spark_session import SparkRuntime
+from tests.support import (
+    DaemonProcess,
+    Warehouse,
+    create_topic,
+    produce,
+    run_in_process,
+    unique,
+    wait_until,
+    worker_props,
+)
+
+
+def _records(start: int, stop: int, partitions: int = 1) -> list[tuple[bytes, bytes, int]]:
+    return [(str(i).encode(), json.dumps({"id": i, "v": f"r{i}"}).encode(), i % partitions)
+            for i in range(start, stop)]
+
+
+def _connector(topic: str, table: str, warehouse: Warehouse, **extra: Any) -> dict[str, Any]:
+    return {"name": unique("life"), "topics": topic, "iceberg.tables": table,
+            "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
+            **warehouse.connector_props(), **extra}
+
+
+def test_unreachable_broker_is_a_clear_error(warehouse: Warehouse, tmp_path: Path) -> None:
+    daemon = DaemonProcess(tmp_path, worker_props("127.0.0.1:1"), [_connector("t", "db.t", warehouse)]).start()
+    assert daemon.wait(timeout=120) == 2
+    assert "cannot reach Kafka; check bootstrap.servers" in daemon.output()
+    assert "Traceback" not in daemon.output()
+
+
+def test_unreachable_catalog_is_a_clear_error(bootstrap: str, tmp_path: Path) -> None:
+    connector = {"name": "nocat", "topics": "t", "iceberg.tables": "db.t", "iceberg.catalog.type": "hadoop",
+                 "iceberg.catalog.warehouse": "hdfs://127.0.0.1:1/warehouse",
+                 "iceberg.hadoop.ipc.client.connect.max.retries": "0"}
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
+    assert daemon.wait(timeout=120) == 2
+    output = daemon.output()
+    assert "the Iceberg catalog 'iceberg' is not reachable" in output
+    assert "Connection refused" in output and "check iceberg.catalog.*" in output
+
+
+def test_sigterm_commits_what_is_buffered_and_exits_0(bootstrap: str, warehouse: Warehouse,
+                                                       tmp_path: Path) -> None:
+    topic, table = unique("term"), "life.term"
+    create_topic(bootstrap, topic, 2)
+    produce(bootstrap, topic, _records(0, 3000, 2))
+    # A long interval: nothing is committed before the signal, so the last barrier must do it all.
+    connector = _connector(topic, table, warehouse, **{"iceberg.control.commit.interval-ms": "600000"})
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap, listeners="http://127.0.0.1:0"), [connector]).start()
+    wait_until(lambda: '"partitions assigned"' in daemon.output() and '"created table"' in daemon.output(),
+               120, "consumption to start", daemon)
+    assert warehouse.offsets(table, f"connect-{connector['name']}") == {}
+    assert daemon.terminate(timeout=120) == 0, daemon.output()[-3000:]
+    rows = warehouse.sql(f"SELECT count(*), count(DISTINCT id) FROM {{c}}.{table}")[0]
+    assert tuple(rows) == (3000, 3000)
+    assert warehouse.offsets(table, f"connect-{connector['name']}") == {(topic, 0): 1500, (topic, 1): 1500}
+
+
+def test_a_writer_whose_table_moved_on_is_fenced(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
+    topic, table = unique("fence"), "life.fence"
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, _records(0, 100))
+    connector = _connector(topic, table, warehouse, **{"iceberg.control.commit.interval-ms": "1500"})
+    group = f"connect-{connector['name']}"
+    state: dict[str, Any] = {"injected": False}
+
+    def step(daemon: Any) -> bool:
+        task = daemon.connectors[0].task
+        offsets = task.coordinator.table_offsets.get(table, {})
+        if not state["injected"] and offsets.get((topic, 0)) == 100:
+            # Another writer takes partition 0 and commits up to 150, as a new owner would.
+            handle = task.tables.get(table)
+            TableCommitter(lambda: spark.jvm, "other", group).commit(
+                handle, None, {(topic, 0): 150}, {(topic, 0): 100}, None)
+            state["injected"] = True
+            state["producer"] = threading.Thread(target=produce, args=(bootstrap, topic, _records(100, 200)))
+            state["producer"].start()
+        return state["injected"] and offsets.get((topic, 0)) == 200
+
+    code, daemon = run_in_process(spark, worker_props(bootstrap), [connector], until=step, timeout=180)
+    state["producer"].join()
+    assert code == 0
+    ids = sorted(r.id for r in warehouse.rows(table, "id"))
+    # 100..149 belong to the other writer: this one must neither write them nor anything twice.
+    assert ids == list(range(100)) + list(range(150, 200))
+    failures = daemon.connectors[0].task.metrics.commit_failures
+    assert failures._metric.labels(connector=connector["name"], table=table)._value.get() >= 1
