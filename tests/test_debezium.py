@@ -1,0 +1,133 @@
+"""A Debezium change stream (JSON with schemas) replays into the current state of its tables."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tabletopic.write.spark_session import SparkRuntime
+from tests.support import (
+    Warehouse,
+    create_topic,
+    duckdb_connection,
+    json_envelope,
+    produce,
+    run_in_process,
+    unique,
+    worker_props,
+)
+
+COLUMNS = {
+    "customers": [{"field": "id", "type": "int32", "optional": False},
+                  {"field": "name", "type": "string", "optional": True},
+                  {"field": "email", "type": "string", "optional": True}],
+    "products": [{"field": "id", "type": "int32", "optional": False},
+                 {"field": "title", "type": "string", "optional": True},
+                 {"field": "weight", "type": "float64", "optional": True}],
+}
+SOURCE = {"type": "struct", "optional": False, "name": "io.debezium.connector.mysql.Source", "fields": [
+    {"field": "version", "type": "string", "optional": False},
+    {"field": "connector", "type": "string", "optional": False},
+    {"field": "name", "type": "string", "optional": False},
+    {"field": "ts_ms", "type": "int64", "optional": False},
+    {"field": "snapshot", "type": "string", "optional": True},
+    {"field": "db", "type": "string", "optional": False},
+    {"field": "table", "type": "string", "optional": True},
+    {"field": "pos", "type": "int64", "optional": False}]}
+
+
+def envelope_schema(table: str) -> dict[str, Any]:
+    value = {"type": "struct", "optional": True, "name": f"dbserver1.inventory.{table}.Value",
+             "fields": COLUMNS[table]}
+    return {"type": "struct", "optional": False, "name": f"dbserver1.inventory.{table}.Envelope", "fields": [
+        {**value, "field": "before"}, {**value, "field": "after"}, {**SOURCE, "field": "source"},
+        {"field": "op", "type": "string", "optional": False},
+        {"field": "ts_ms", "type": "int64", "optional": True}]}
+
+
+def key(table: str, ident: int) -> bytes:
+    schema = {"type": "struct", "optional": False, "name": f"dbserver1.inventory.{table}.Key",
+              "fields": [{"field": "id", "type": "int32", "optional": False}]}
+    return json_envelope(schema, {"id": ident})
+
+
+class Source:
+    """A Debezium-like source database: emits events and remembers the current rows."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, dict[int, dict[str, Any]]] = {t: {} for t in COLUMNS}
+        self.events: dict[str, list[tuple[bytes, bytes | None, int]]] = {t: [] for t in COLUMNS}
+        self.pos = 0
+
+    def emit(self, table: str, op: str, row: dict[str, Any] | None = None, ident: int | None = None) -> None:
+        self.pos += 1
+        ident = ident if ident is not None else row["id"]  # type: ignore[index]
+        before = self.rows[table].get(ident)
+        after = None if op == "d" else row
+        source = {"version": "2.7.0", "connector": "mysql", "name": "dbserver1", "ts_ms": 1_790_000_000_000,
+                  "snapshot": "true" if op == "r" else "false", "db": "inventory", "table": table, "pos": self.pos}
+        payload = {"before": before if op in ("u", "d") else None, "after": after, "source": source, "op": op,
+                   "ts_ms": 1_790_000_000_000 + self.pos}
+        self.events[table].append((key(table, ident), json_envelope(envelope_schema(table), payload), 0))
+        if op == "d":
+            self.rows[table].pop(ident, None)
+            self.events[table].append((key(table, ident), None, 0))  # Debezium's tombstone after a delete
+        else:
+            self.rows[table][ident] = dict(after)  # type: ignore[arg-type]
+
+
+def test_debezium_stream_replays_into_current_tables(bootstrap: str, spark: SparkRuntime,
+                                                     warehouse: Warehouse) -> None:
+    db = Source()
+    for i in range(1001, 1021):  # the snapshot
+        db.emit("customers", "r", {"id": i, "name": f"customer {i}", "email": f"c{i}@example.com"})
+        db.emit("products", "r", {"id": i, "title": f"product {i}", "weight": i / 10})
+    for i in range(1001, 1021, 3):
+        db.emit("customers", "u", {"id": i, "name": f"customer {i} (renamed)", "email": f"new{i}@example.com"})
+    for i in range(1002, 1021, 4):
+        db.emit("customers", "d", ident=i)
+        db.emit("products", "d", ident=i)
+    db.emit("customers", "c", {"id": 2000, "name": "new customer", "email": "n@example.com"})
+    db.emit("customers", "u", {"id": 2000, "name": "newer customer", "email": "n2@example.com"})
+    db.emit("products", "c", {"id": 1002, "title": "back again", "weight": 1.5})  # re-created after its delete
+    db.emit("customers", "c", {"id": 3000, "name": "short-lived", "email": None})
+    db.emit("customers", "d", ident=3000)
+
+    topics = {t: unique(f"dbserver1.inventory.{t}") for t in COLUMNS}
+    for table, topic in topics.items():
+        create_topic(bootstrap, topic, 1)
+        produce(bootstrap, topic, db.events[table])
+    total = sum(len(e) for e in db.events.values())
+    connector = {
+        "name": unique("debezium"), "topics": ",".join(topics.values()),
+        "key.converter": "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "true",
+        "value.converter.schemas.enable": "true",
+        "transforms": "dbz", "transforms.dbz.type": "org.apache.iceberg.connect.transforms.DebeziumTransform",
+        "transforms.dbz.cdc.target.pattern": "inventory_cdc.{table}",
+        "iceberg.tables.dynamic-enabled": "true", "iceberg.tables.route-field": "_cdc.target",
+        "iceberg.tables.cdc-field": "_cdc.op", "iceberg.tables.default-id-columns": "id",
+        "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000",
+        **warehouse.connector_props(),
+    }
+
+    def done(daemon: Any) -> bool:
+        task = daemon.connectors[0].task
+        offsets: dict[tuple[str, int], int] = {}
+        for table_offsets in task.coordinator.table_offsets.values():
+            for tp, offset in table_offsets.items():
+                offsets[tp] = max(offsets.get(tp, 0), offset)
+        return sum(offsets.values()) >= total
+
+    code, _ = run_in_process(spark, worker_props(bootstrap), [connector], until=done, timeout=180)
+    assert code == 0
+    con = duckdb_connection()
+    for table, wanted in db.rows.items():
+        columns = [c["field"] for c in COLUMNS[table]]
+        got = {r.id: {c: getattr(r, c) for c in columns}
+               for r in warehouse.rows(f"inventory_cdc.{table}", ", ".join(columns))}
+        assert got == wanted, table
+        duck = con.execute(f"SELECT {', '.join(columns)} FROM iceberg_scan("
+                           f"'{warehouse.location('inventory_cdc.' + table)}')").fetchall()
+        assert {r[0]: dict(zip(columns, r, strict=True)) for r in duck} == wanted, f"{table} (DuckDB)"
+    ops = warehouse.sql("SELECT _cdc.op, _cdc.source, count(*) FROM {c}.inventory_cdc.customers GROUP BY 1, 2")
+    assert {(r[0], r[1]) for r in ops} <= {("I", "inventory.customers"), ("U", "inventory.customers")}
