@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import structlog
 from aiokafka.errors import KafkaError
-from py4j.protocol import Py4JJavaError
 
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig
@@ -23,7 +22,7 @@ from tabletopic.consume.agent import FaustConsumer
 from tabletopic.ops.http_server import ConnectorView, HttpServer
 from tabletopic.ops.metrics import SinkMetrics, new_registry
 from tabletopic.sink_task import SinkTask
-from tabletopic.write.iceberg_tables import TableError, java_error_message
+from tabletopic.write.iceberg_tables import JAVA_ERRORS, TableError, java_error_message
 from tabletopic.write.spark_session import SparkRuntime
 
 log = structlog.get_logger(__name__)
@@ -152,7 +151,7 @@ def _check_catalog(task: SinkTask) -> None:
             task.tables.exists(name)
     except TableError:
         raise
-    except Py4JJavaError as exc:
+    except JAVA_ERRORS as exc:
         raise StartupError(f"connector {task.config.name}: the Iceberg catalog {task.config.catalog_name!r} "
                            f"is not reachable ({java_error_message(exc)}); check iceberg.catalog.*") from exc
 

@@ -16,8 +16,6 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from py4j.protocol import Py4JJavaError
-
 from tabletopic.commit.source_offsets import (
     COMMIT_ID_KEY,
     CONNECTOR_KEY,
@@ -27,7 +25,7 @@ from tabletopic.commit.source_offsets import (
     offsets_key,
     read_offsets,
 )
-from tabletopic.write.iceberg_tables import TableHandle, java_error_message
+from tabletopic.write.iceberg_tables import JAVA_ERRORS, TableHandle, java_error_message
 
 _VALIDATION_RETRIES = 3
 
@@ -79,7 +77,7 @@ class TableCommitter:
                 table.refresh()
                 base = int(writer.headSnapshotId(table, handle.branch))
                 current = read_offsets(table, handle.branch, self._group_id)
-            except Py4JJavaError as exc:
+            except JAVA_ERRORS as exc:
                 raise CommitFailed(f"cannot read table {handle.name}: {java_error_message(exc)}") from exc
             moved = {tp: (expected.get(tp), current.get(tp)) for tp in positions
                      if current.get(tp) != expected.get(tp)}
@@ -94,7 +92,7 @@ class TableCommitter:
                 summary[VTTS_KEY] = str(max_timestamp_ms)
             try:
                 snapshot_id = int(writer.commit(table, handle.branch, files, summary, base))
-            except Py4JJavaError as exc:
+            except JAVA_ERRORS as exc:
                 message = java_error_message(exc)
                 if "ValidationException" in message and attempt < _VALIDATION_RETRIES:
                     # Someone else committed files (perhaps a compaction); re-check our offsets and retry.

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import structlog
 from py4j.protocol import Py4JError, Py4JJavaError
+from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
@@ -47,8 +48,15 @@ class TableHandle:
         return bool(self.id_columns)
 
 
-def java_error_message(exc: Py4JJavaError) -> str:
+# A Java exception reaches Python as py4j's Py4JJavaError, or, for the kinds pyspark knows
+# (IllegalArgumentException, UnsupportedOperationException, ...), as pyspark's CapturedException.
+JAVA_ERRORS: tuple[type[Exception], ...] = (Py4JJavaError, CapturedException)
+
+
+def java_error_message(exc: Exception) -> str:
     """The Java exception and its causes, one line each, without the stack traces."""
+    if not isinstance(exc, Py4JJavaError):
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     parts, java, seen = [], exc.java_exception, 0
     while java is not None and seen < 5:
         parts.append(f"{java.getClass().getName()}: {java.getMessage()}")
@@ -100,7 +108,7 @@ class IcebergTables:
     def _catalog(self) -> Any:
         try:
             return self._spark.iceberg_catalog(self._config.catalog_name)
-        except Py4JJavaError as exc:
+        except JAVA_ERRORS as exc:
             raise TableError(f"cannot open Iceberg catalog {self._config.catalog_name!r} "
                              f"({java_error_message(exc)}); check the iceberg.catalog.* keys") from exc
 
@@ -135,7 +143,7 @@ class IcebergTables:
                 else:
                     raise TableError(f"table {name} does not exist; create it, or set "
                                      "iceberg.tables.auto-create-enabled=true")
-            except Py4JJavaError as exc:
+            except JAVA_ERRORS as exc:
                 raise TableError(f"cannot load table {name}: {java_error_message(exc)}") from exc
             handle = self._handle(name, java)
             self._handles[name] = handle
@@ -145,7 +153,7 @@ class IcebergTables:
         """The table if it exists, without creating it."""
         try:
             return self.get(name, None) if self.exists(name) else None
-        except Py4JJavaError as exc:
+        except JAVA_ERRORS as exc:
             raise TableError(f"cannot load table {name}: {java_error_message(exc)}") from exc
 
     def refresh(self, name: str) -> TableHandle:
@@ -190,7 +198,7 @@ class IcebergTables:
         handle.equality_ids = [int(schema.findField(c).fieldId()) for c in columns]
         try:
             handle.delete_spec_id = int(self.jvm.tabletopic.SinkWriter.ensureUnpartitionedSpec(handle.java))
-        except Py4JJavaError as exc:
+        except JAVA_ERRORS as exc:
             raise TableError(f"table {handle.name}: cannot add the unpartitioned spec that global equality "
                              f"deletes need: {java_error_message(exc)}") from exc
 
@@ -219,7 +227,7 @@ class IcebergTables:
             try:
                 if not catalog.namespaceExists(namespace):
                     catalog.createNamespace(namespace)
-            except Py4JJavaError as exc:
+            except JAVA_ERRORS as exc:
                 if "AlreadyExists" not in java_error_message(exc) and "UnsupportedOperation" not in \
                         java_error_message(exc):
                     raise
@@ -227,7 +235,7 @@ class IcebergTables:
                 pass
         try:
             java = catalog.createTable(ident, iceberg_schema, spec, props)
-        except Py4JJavaError as exc:
+        except JAVA_ERRORS as exc:
             if "AlreadyExistsException" in java_error_message(exc):  # another daemon won the race
                 return catalog.loadTable(ident)
             raise
@@ -250,9 +258,9 @@ class IcebergTables:
                     builder.bucket(f.column, f.width)
                 elif f.transform == "truncate":
                     builder.truncate(f.column, f.width)
-            except Py4JJavaError as exc:
+            except JAVA_ERRORS as exc:
                 raise TableError(
-                    f"cannot partition table {name} by {f}: {exc.java_exception.getMessage()} "
+                    f"cannot partition table {name} by {f}: {java_error_message(exc)} "
                     f"(columns: {[c.name() for c in iceberg_schema.columns()]}); fix its partition-by"
                 ) from exc
         return builder.build()

@@ -1,0 +1,65 @@
+"""Tables: auto-creation with every partition transform, and keyed tables that cannot be keyed."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+
+from tabletopic.config.connector import parse_connector
+from tabletopic.config.worker import parse_worker
+from tabletopic.write.iceberg_tables import IcebergTables, TableError
+from tabletopic.write.spark_session import SparkRuntime
+from tests.support import Warehouse, create_topic, produce, run_in_process, unique, worker_props
+
+WORKER = parse_worker({"bootstrap.servers": "127.0.0.1:9", "listeners": ""})
+SAMPLE = pa.schema([("id", pa.int64()), ("name", pa.string()), ("ts", pa.timestamp("us", tz="UTC")),
+                    ("day", pa.date32()), ("amount", pa.decimal128(10, 2))])
+
+
+def test_every_partition_transform(spark: SparkRuntime, warehouse: Warehouse) -> None:
+    partition_by = "identity(name),year(ts),month(day),bucket(id, 16),truncate(name, 3)"
+    hourly = "hours(ts),truncate(amount, 100)"
+    config = parse_connector({
+        "name": "t", "topics": "t", "iceberg.tables": "parts.a,parts.b", "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.tables.default-partition-by": partition_by, "iceberg.table.parts.b.partition-by": hourly,
+        "iceberg.tables.auto-create-props.write.format.default": "parquet",
+        **warehouse.connector_props()}, WORKER)
+    tables = IcebergTables(spark, config)
+    a = tables.get("parts.a", SAMPLE).java
+    assert [(f.name(), f.transform().toString()) for f in a.spec().fields()] == [
+        ("name", "identity"), ("ts_year", "year"), ("day_month", "month"), ("id_bucket", "bucket[16]"),
+        ("name_trunc", "truncate[3]")]
+    assert a.operations().current().formatVersion() == 2
+    assert a.properties().get("write.format.default") == "parquet"
+    b = tables.get("parts.b", SAMPLE).java
+    assert [f.transform().toString() for f in b.spec().fields()] == ["hour", "truncate[100]"]
+
+
+def test_partition_by_a_missing_column_names_table_and_column(spark: SparkRuntime, warehouse: Warehouse) -> None:
+    config = parse_connector({
+        "name": "t", "topics": "t", "iceberg.tables": "parts.c", "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.tables.default-partition-by": "day(created)", **warehouse.connector_props()}, WORKER)
+    try:
+        IcebergTables(spark, config).get("parts.c", SAMPLE)
+    except TableError as exc:
+        assert "parts.c" in str(exc) and "day(created)" in str(exc)
+    else:
+        raise AssertionError("expected a TableError")
+
+
+def test_upsert_into_a_table_without_the_id_columns_stops_with_a_clear_error(
+        bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
+    topic, table = unique("nokey"), "keys.existing"
+    create_topic(bootstrap, topic, 1)
+    warehouse.sql(f"CREATE TABLE {{c}}.{table} (account bigint, v bigint) USING iceberg")
+    produce(bootstrap, topic, [(b"1", json.dumps({"account": 1, "v": 1}).encode(), 0)])
+    code, daemon = run_in_process(spark, worker_props(bootstrap), [{
+        "name": unique("nokey"), "topics": topic, "iceberg.tables": table,
+        "value.converter.schemas.enable": "false", "iceberg.tables.upsert-mode-enabled": "true",
+        "iceberg.tables.default-id-columns": "customer_id", "iceberg.control.commit.interval-ms": "1000",
+        **warehouse.connector_props()}], until=lambda d: d.connectors[0].consumer.fatal is not None)
+    assert code == 1
+    message = str(daemon.connectors[0].consumer.fatal)
+    assert "keys.existing" in message and "customer_id" in message and "id-columns" in message
+    assert warehouse.rows(table) == []
