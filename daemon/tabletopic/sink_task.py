@@ -62,7 +62,8 @@ class SinkTask:
             (config.table(config.tables[0]).id_columns if config.tables else [])
         self.tables = IcebergTables(spark, config)
         self.coordinator = Coordinator(
-            self.tables, TableCommitter(lambda: spark.jvm, config.name, config.group_id), metrics,
+            self.tables, TableCommitter(lambda: spark.jvm, config.name, config.group_id,
+                                        lambda table: metrics.commit_retries.labels(table=table).inc()), metrics,
             config.group_id, config.offsets_refresh_barriers, config.commit_timeout_ms / 1000)
         self.worker = Worker(self.tables, FileWriter(spark, config.write_props), metrics, config.buffer_flush_bytes,
                              config.case_insensitive, self.coordinator.recorded_offsets)

@@ -27,6 +27,7 @@ log = structlog.get_logger(__name__)
 class Coordinator:
     def __init__(self, tables: IcebergTables, committer: TableCommitter, metrics: SinkMetrics,
                  group_id: str, refresh_barriers: int, timeout_s: float) -> None:
+        self._log = log.bind(connector=metrics.connector)
         self._tables = tables
         self._committer = committer
         self._metrics = metrics
@@ -109,7 +110,8 @@ class Coordinator:
             handle = self._tables.get(table)
         except Exception as exc:  # catalog trouble reading the table: retried next barrier
             self._metrics.commit_failures.labels(**labels).inc()
-            log.error("cannot read table before commit; will retry at the next barrier", table=table, error=str(exc))
+            self._log.error("cannot read table before commit; will retry at the next barrier", table=table,
+                            error=str(exc))
             return CommitFailed(str(exc))
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(None, self._committer.commit, handle, written.files if written else None,
@@ -120,17 +122,17 @@ class Coordinator:
         except asyncio.TimeoutError:
             # The commit may still land; the next barrier's offset check will see it and fence.
             self._metrics.commit_failures.labels(**labels).inc()
-            log.error("commit timed out; iceberg.control.commit.timeout-ms may be too low", table=table,
+            self._log.error("commit timed out; iceberg.control.commit.timeout-ms may be too low", table=table,
                       timeout_s=self._timeout_s)
             return CommitFailed(f"commit to {table} timed out after {self._timeout_s:.0f}s")
         except CommitFenced as exc:
             self._metrics.commit_failures.labels(**labels).inc()
-            log.error("commit fenced: the table moved on; re-reading positions from the tables",
+            self._log.error("commit fenced: the table moved on; re-reading positions from the tables",
                       table=table, error=str(exc))
             return exc
         except CommitFailed as exc:
             self._metrics.commit_failures.labels(**labels).inc()
-            log.error("commit failed; the files are kept and retried at the next barrier", table=table,
+            self._log.error("commit failed; the files are kept and retried at the next barrier", table=table,
                       error=str(exc))
             return exc
         self.table_offsets[table] = outcome.offsets
@@ -142,7 +144,7 @@ class Coordinator:
         self._metrics.last_commit.labels(**labels).set(time.time())
         if written is not None and written.max_timestamp_ms is not None:
             self._metrics.note_committed_timestamp(table, written.max_timestamp_ms)
-        log.info("committed", table=table, snapshot_id=outcome.snapshot_id, data_files=outcome.data_files,
+        self._log.info("committed", table=table, snapshot_id=outcome.snapshot_id, data_files=outcome.data_files,
                  records=outcome.records, commit_seconds=round(outcome.seconds, 3),
                  barrier_seconds=round(elapsed, 3))
         return outcome

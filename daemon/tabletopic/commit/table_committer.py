@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,10 +50,12 @@ class CommitResult:
 
 
 class TableCommitter:
-    def __init__(self, jvm_provider: Any, connector: str, group_id: str) -> None:
+    def __init__(self, jvm_provider: Any, connector: str, group_id: str,
+                 on_retry: Callable[[str], None] | None = None) -> None:
         self._jvm = jvm_provider
         self._connector = connector
         self._group_id = group_id
+        self._on_retry = on_retry
 
     def commit(
         self,
@@ -96,6 +99,8 @@ class TableCommitter:
                 message = java_error_message(exc)
                 if "ValidationException" in message and attempt < _VALIDATION_RETRIES:
                     # Someone else committed files (perhaps a compaction); re-check our offsets and retry.
+                    if self._on_retry is not None:
+                        self._on_retry(handle.name)
                     continue
                 raise CommitFailed(f"commit to table {handle.name} failed: {message}") from exc
             return CommitResult(handle.name, snapshot_id, merged, int(files.size()),

@@ -27,7 +27,7 @@ from tabletopic.sink_task import SinkTask
 
 log = structlog.get_logger(__name__)
 _NEVER = 10**9  # Faust commit settings that, with acks off, keep Faust from committing at all
-_LAG_EVERY_S = 2.0
+_LAG_EVERY_S = 1.0
 
 
 class FaustConsumer:

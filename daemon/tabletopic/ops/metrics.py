@@ -40,6 +40,8 @@ class _Families:
         self.commits = counter("tabletopic_commits", "Snapshots committed", ["table"])
         self.commit_failures = counter("tabletopic_commit_failures", "Commits that failed or were fenced",
                                        ["table"])
+        self.commit_retries = counter("tabletopic_commit_retries",
+                                      "Commits retried after another writer committed first", ["table"])
         self.barriers = counter("tabletopic_barriers", "Commit barriers run", ["reason"])
         self.failed_records = counter("tabletopic_failed_records", "Records that failed a stage", ["stage"])
         self.dead_letter_records = counter("tabletopic_dead_letter_records",

@@ -50,8 +50,8 @@ class JvmClasspath:
         return [self.runtime_jar, self.shaded_jackson_jar, self.writer_jar, *self.extra_jars]
 
 
-def find_java() -> tuple[Path, Path]:
-    """Return (java, javac), or raise with what to install."""
+def find_java(need_javac: bool = True) -> tuple[Path, Path | None]:
+    """Return (java, javac); javac may be None unless ``need_javac``. Raise with what to install."""
     candidates = []
     if os.environ.get("JAVA_HOME"):
         candidates.append(Path(os.environ["JAVA_HOME"]) / "bin")
@@ -63,9 +63,14 @@ def find_java() -> tuple[Path, Path]:
         java, javac = bin_dir / "java", bin_dir / "javac"
         if java.exists() and javac.exists():
             return java, javac
+    if not need_javac:
+        for bin_dir in candidates:
+            if (bin_dir / "java").exists():
+                return bin_dir / "java", None
     raise JavaNotFoundError(
         "tabletopic needs a Java 17 JDK (java and javac) and found none on PATH or in JAVA_HOME. "
-        "Install one (on Debian/Ubuntu: apt-get install openjdk-17-jdk-headless) or set JAVA_HOME."
+        "Install one (on Debian/Ubuntu: apt-get install openjdk-17-jdk-headless) or set JAVA_HOME. "
+        "A Java 17 runtime is enough once the jar cache is built (python -m tabletopic.write.jvm_classpath)."
     )
 
 
@@ -98,20 +103,19 @@ def _java_sources() -> dict[str, bytes]:
     return {f"tabletopic/{p.name}": p.read_bytes() for p in root.iterdir() if p.name.endswith(".java")}
 
 
-def _cache_key(runtime: Path, jackson: list[Path], sources: dict[str, bytes], javac: Path) -> str:
+def _cache_key(runtime: Path, jackson: list[Path], sources: dict[str, bytes]) -> str:
     digest = hashlib.sha256(_LAYOUT_VERSION.encode())
     for jar in [runtime, *jackson]:
         stat = jar.stat()
         digest.update(f"{jar.name}:{stat.st_size}".encode())
     for name in sorted(sources):
         digest.update(name.encode() + sources[name])
-    digest.update(str(javac).encode())
     return digest.hexdigest()[:16]
 
 
 def build_classpath(cache_dir: Path | None = None) -> JvmClasspath:
-    """Return the classpath, building its cached jars on first use."""
-    _java, javac = find_java()
+    """Return the classpath, building its cached jars on first use (which needs javac)."""
+    find_java(need_javac=False)
     spark_jars = pyspark_jars_dir()
     runtime = iceberg_runtime_jar()
     jackson = sorted(p for p in spark_jars.glob("jackson-*.jar") if p.name.startswith(_JACKSON_JARS))
@@ -119,7 +123,7 @@ def build_classpath(cache_dir: Path | None = None) -> JvmClasspath:
         raise RuntimeError(f"expected pyspark's jackson core/databind/annotations jars in {spark_jars}")
     sources = _java_sources()
     root = (cache_dir or default_cache_dir()) / "jvm"
-    target = root / _cache_key(runtime, jackson, sources, javac)
+    target = root / _cache_key(runtime, jackson, sources)
     result = JvmClasspath(runtime, target / "iceberg-shaded-jackson.jar", target / "tabletopic-writer.jar")
     if target.exists():
         return result
@@ -128,6 +132,8 @@ def build_classpath(cache_dir: Path | None = None) -> JvmClasspath:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if target.exists():  # another process built it while we waited
             return result
+        _java, javac = find_java(need_javac=True)
+        assert javac is not None
         staging = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
         try:
             relocate_jars(jackson, staging / result.shaded_jackson_jar.name, _JACKSON)

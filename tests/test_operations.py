@@ -1,0 +1,255 @@
+"""Operations: metrics while the sink runs, a real Prometheus scraping it, dashboards and deploy files."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from tabletopic.demo.broker import free_port
+from tests.support import ROOT, DaemonProcess, Warehouse, create_topic, produce, unique, wait_until, worker_props
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(port: int) -> tuple[str, Samples]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    samples: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return text, samples
+
+
+def values(samples: Samples, name: str, **labels: str) -> list[float]:
+    return [v for (n, ls), v in samples.items() if n == name and all((k, x) in ls for k, x in labels.items())]
+
+
+def _records(start: int, stop: int) -> list[tuple[bytes, bytes, int]]:
+    return [(str(i).encode(), json.dumps({"id": i, "payload": "x" * 100}).encode(), i % 4) for i in range(start, stop)]
+
+
+def dashboard_exprs() -> list[str]:
+    exprs = []
+    for path in (ROOT / "grafana" / "dashboards").glob("*.json"):
+        for panel in json.loads(path.read_text())["panels"]:
+            exprs += [t["expr"] for t in panel["targets"]]
+    return exprs
+
+
+def metric_names(expr: str) -> set[str]:
+    names = set(re.findall(r"\b(tabletopic_[a-z0-9_]+)", expr))
+    return {re.sub(r"_(bucket|sum|count)$", "", n) if n.endswith(("_bucket", "_sum", "_count")) else n for n in names}
+
+
+@pytest.mark.slow
+def test_metrics_prometheus_and_dashboards_during_a_run(bootstrap: str, warehouse: Warehouse, tmp_path: Path) -> None:
+    topic, table = unique("ops"), "ops.events"
+    create_topic(bootstrap, topic, 4)
+    port = free_port()
+    connector = {"name": unique("ops"), "topics": topic, "iceberg.tables": table,
+                 "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
+                 "iceberg.control.commit.interval-ms": "2000", **warehouse.connector_props()}
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap, listeners=f"http://127.0.0.1:{port}"), [connector])
+    daemon.start()
+    prometheus = _start_prometheus(tmp_path, port)
+    try:
+        wait_until(lambda: _ready(port), 120, "/ready", daemon)
+        # A burst bigger than a few seconds of work: lag must show, then drain to 0.
+        burst = threading.Thread(target=produce, args=(bootstrap, topic, _records(0, 120_000)))
+        burst.start()
+        peak = 0.0
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            _, samples = scrape(port)
+            peak = max([peak, *values(samples, "tabletopic_consumer_lag_records")])
+            written = sum(values(samples, "tabletopic_records_written_total", table=table))
+            if not burst.is_alive() and written >= 120_000:
+                break
+            time.sleep(0.3)
+        burst.join()
+        assert peak > 0, "lag never rose"
+        wait_until(lambda: all(v == 0 for v in values(scrape(port)[1], "tabletopic_consumer_lag_records")),
+                   30, "lag back to 0", daemon)
+        assert len(values(scrape(port)[1], "tabletopic_consumer_lag_records")) == 4
+
+        # Freshness grows while nothing is committed and drops when a commit lands.
+        first = values(scrape(port)[1], "tabletopic_data_freshness_seconds", table=table)[0]
+        time.sleep(4)
+        grown = values(scrape(port)[1], "tabletopic_data_freshness_seconds", table=table)[0]
+        assert grown >= first + 3
+        produce(bootstrap, topic, _records(120_000, 120_100))
+        wait_until(lambda: values(scrape(port)[1], "tabletopic_data_freshness_seconds", table=table)[0] < grown - 2,
+                   60, "freshness to drop after a commit", daemon)
+
+        text, samples = scrape(port)
+        commits = values(samples, "tabletopic_commits_total", table=table)[0]
+        assert values(samples, "tabletopic_commit_latency_seconds_count", table=table) == [commits]
+        snapshots = warehouse.snapshots(table)
+        assert commits == len(snapshots)  # one snapshot per commit, none from anywhere else
+        assert values(samples, "tabletopic_process_resident_memory_bytes")[0] > 0
+        assert values(samples, "tabletopic_jvm_memory_bytes", area="used")[0] > 0
+
+        # Every metric the dashboards use is exported by the running daemon.
+        exported = {f.name for f in text_string_to_metric_families(text)}
+        exported |= {n + "_total" for n in exported}
+        used = set().union(*(metric_names(e) for e in dashboard_exprs()))
+        assert used and used <= exported, used - exported
+
+        # A real Prometheus server scraped it.
+        if prometheus is not None:
+            prom_port = prometheus[1]
+            wait_until(lambda: _prom_query(prom_port, "tabletopic_commits_total") > 0, 60, "Prometheus to scrape")
+    finally:
+        if prometheus is not None:
+            prometheus[0].terminate()
+            prometheus[0].wait(timeout=30)
+        if daemon.alive():
+            assert daemon.terminate() == 0
+
+
+def _ready(port: int) -> bool:
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=2).status == 200
+    except OSError:
+        return False
+
+
+def _prometheus_binary() -> str | None:
+    binary = shutil.which("prometheus")
+    if binary is None and os.environ.get("CI"):
+        raise AssertionError("CI must have Debian's prometheus package: .ci/run installs it")
+    return binary
+
+
+def _start_prometheus(tmp_path: Path, target_port: int) -> tuple[subprocess.Popen[bytes], int] | None:
+    binary = _prometheus_binary()
+    if binary is None:
+        return None
+    port = free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"}, "scrape_configs": [
+        {"job_name": "tabletopic", "static_configs": [{"targets": [f"127.0.0.1:{target_port}"]}]}]}))
+    proc = subprocess.Popen([binary, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{port}",
+                             f"--storage.tsdb.path={tmp_path / 'tsdb'}"],
+                            stdout=subprocess.DEVNULL, stderr=(tmp_path / "prometheus.log").open("wb"))
+    return proc, port
+
+
+def _prom_query(port: int, query: str) -> float:
+    try:
+        url = f"http://127.0.0.1:{port}/api/v1/query?query={query}"
+        result = json.loads(urllib.request.urlopen(url, timeout=5).read())["data"]["result"]
+    except OSError:
+        return 0.0
+    return sum(float(r["value"][1]) for r in result)
+
+
+def test_dashboard_expressions_parse() -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        if os.environ.get("CI"):
+            raise AssertionError("CI must have promtool (Debian's prometheus package)")
+        pytest.skip("promtool is not installed here")
+    exprs = dashboard_exprs()
+    assert len(exprs) >= 10
+    rules = {"groups": [{"name": "dashboards", "rules": [
+        {"record": f"check:expr_{i}", "expr": e.replace("$connector", ".*").replace("$table", ".*")}
+        for i, e in enumerate(exprs)]}]}
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"dashboard-rules-{os.getpid()}.yml"
+    path.write_text(yaml.safe_dump(rules))
+    proc = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
+    path.unlink()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_dashboards_have_connector_and_table_variables() -> None:
+    for path in (ROOT / "grafana" / "dashboards").glob("*.json"):
+        names = {v["name"] for v in json.loads(path.read_text())["templating"]["list"]}
+        assert {"connector", "table"} <= names
+    provisioning = [yaml.safe_load(p.read_text()) for p in (ROOT / "grafana" / "provisioning").rglob("*.yaml")]
+    assert any("datasources" in p for p in provisioning) and any("providers" in p for p in provisioning)
+
+
+def test_systemd_unit_verifies(tmp_path: Path) -> None:
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not on this machine")
+    unit = (ROOT / "deploy" / "systemd" / "tabletopic.service").read_text()
+    exec_start = re.search(r"^ExecStart=(\S+)", unit, re.M).group(1)  # type: ignore[union-attr]
+    here = shutil.which("tabletopic")
+    assert here is not None
+    copy = tmp_path / "tabletopic.service"
+    copy.write_text(unit.replace(exec_start, here))
+    proc = subprocess.run(["systemd-analyze", "verify", str(copy)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "Restart=on-failure" in unit and "NoNewPrivileges=yes" in unit and "ProtectSystem=strict" in unit
+    stop = int(re.search(r"^TimeoutStopSec=(\d+)s", unit, re.M).group(1))  # type: ignore[union-attr]
+    assert stop * 1000 > 60_000  # longer than task.shutdown.graceful.timeout.ms's default
+
+
+def test_compose_and_kubernetes_files_match_the_project() -> None:
+    compose = yaml.safe_load((ROOT / "deploy" / "docker" / "docker-compose.yml").read_text())
+    sink = compose["services"]["sink"]
+    assert sink["image"] == "tabletopic:0.1.0" and "127.0.0.1:8083:8083" in sink["ports"]
+    assert (ROOT / "deploy" / "docker" / sink["build"]["context"] / sink["build"]["dockerfile"]).resolve().exists()
+    for mount in sink["volumes"]:
+        source = mount.split(":")[0]
+        if source.startswith("."):
+            assert (ROOT / "deploy" / "docker" / source).resolve().exists(), mount
+    dockerfile = (ROOT / "deploy" / "docker" / "Dockerfile").read_text()
+    assert "EXPOSE 8083" in dockerfile and "USER 10001" in dockerfile and "openjdk-17-jre-headless" in dockerfile
+    docs = [d for p in (ROOT / "deploy" / "kubernetes").glob("*.yaml") for d in yaml.safe_load_all(p.read_text())]
+    kinds = {d["kind"]: d for d in docs}
+    assert {"Deployment", "ConfigMap", "Service", "ServiceMonitor"} <= set(kinds)
+    container = kinds["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "tabletopic:0.1.0"
+    assert container["ports"][0]["containerPort"] == 8083
+    assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
+    config = kinds["ConfigMap"]["data"]
+    assert "listeners=http://0.0.0.0:8083" in config["worker.properties"]
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert "/etc/tabletopic/worker.properties" in mounts and container["args"][0] in mounts
+    assert kinds["Deployment"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > 60
+    # The example configuration files are valid.
+    from tabletopic.config.connector import parse_connector
+    from tabletopic.config.files import load_config_file, parse_properties
+    from tabletopic.config.worker import parse_worker
+    worker = parse_worker(load_config_file(ROOT / "deploy" / "config" / "worker.properties"))
+    parse_connector(load_config_file(ROOT / "deploy" / "config" / "clickstream.properties"), worker)
+    parse_connector(parse_properties(config["clickstream.properties"]), parse_worker(
+        parse_properties(config["worker.properties"])))
+
+
+def test_sigterm_during_commits_exits_0_inside_the_stop_timeout(bootstrap: str, warehouse: Warehouse,
+                                                                 tmp_path: Path) -> None:
+    topic, table = unique("stop"), "ops.stop"
+    create_topic(bootstrap, topic, 4)
+    connector = {"name": unique("stop"), "topics": topic, "iceberg.tables": table,
+                 "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
+                 "iceberg.control.commit.interval-ms": "500", **warehouse.connector_props()}
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
+    wait_until(lambda: '"partitions assigned"' in daemon.output(), 120, "assignment", daemon)
+    produce(bootstrap, topic, _records(0, 60_000))
+    group = f"connect-{connector['name']}"
+    # Barriers run back to back while the backlog drains: signal as soon as the first one lands.
+    wait_until(lambda: bool(warehouse.offsets(table, group)), 120, "a first commit", daemon, every=0.1)
+    unit = (ROOT / "deploy" / "systemd" / "tabletopic.service").read_text()
+    stop_timeout = int(re.search(r"^TimeoutStopSec=(\d+)s", unit, re.M).group(1))  # type: ignore[union-attr]
+    started = time.monotonic()
+    code = daemon.terminate(timeout=stop_timeout)
+    assert code == 0, daemon.output()[-3000:]
+    assert time.monotonic() - started < stop_timeout
+    offsets: dict[Any, int] = warehouse.offsets(table, group)
+    rows = warehouse.sql(f"SELECT count(*), count(DISTINCT id) FROM {{c}}.{table}")[0]
+    assert rows[0] == rows[1] == sum(offsets.values())  # what is committed is whole and has no duplicates
