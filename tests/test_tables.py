@@ -63,3 +63,37 @@ def test_upsert_into_a_table_without_the_id_columns_stops_with_a_clear_error(
     message = str(daemon.connectors[0].consumer.fatal)
     assert "keys.existing" in message and "customer_id" in message and "id-columns" in message
     assert warehouse.rows(table) == []
+
+
+def test_commit_branch_force_optional_and_case_insensitive(bootstrap: str, spark: SparkRuntime,
+                                                           warehouse: Warehouse) -> None:
+    from tests.support import json_envelope
+
+    topic, table = unique("branch"), "keys.branched"
+    create_topic(bootstrap, topic, 1)
+    schema = {"type": "struct", "optional": False, "fields": [
+        {"field": "id", "type": "int64", "optional": False}, {"field": "Name", "type": "string", "optional": False}]}
+    produce(bootstrap, topic, [(None, json_envelope(schema, {"id": i, "Name": f"n{i}"}), 0) for i in range(10)])
+    connector = {"name": unique("branch"), "topics": topic, "iceberg.tables": table,
+                 "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.default-commit-branch": "staging",
+                 "iceberg.tables.schema-force-optional": "true", "iceberg.control.commit.interval-ms": "1000",
+                 **warehouse.connector_props()}
+    code, _ = run_in_process(spark, worker_props(bootstrap), [connector], until=lambda d: sum(
+        d.connectors[0].task.coordinator.table_offsets.get(table, {}).values()) >= 10)
+    assert code == 0
+    java = warehouse.table(table)
+    assert java.currentSnapshot() is None  # nothing on main
+    assert {r.id for r in warehouse.sql(f"SELECT id FROM {{c}}.{table} VERSION AS OF 'staging'")} == set(range(10))
+    assert all(f.isOptional() for f in java.schema().columns())  # force-optional, though the schema said required
+
+    # A second connector writes "name" into the column created as "Name", matching without case.
+    other = unique("nocase")
+    create_topic(bootstrap, other, 1)
+    produce(bootstrap, other, [(None, json.dumps({"ID": 100 + i, "name": f"m{i}"}).encode(), 0) for i in range(5)])
+    connector2 = {**connector, "name": unique("nocase"), "topics": other, "value.converter.schemas.enable": "false",
+                  "iceberg.tables.schema-case-insensitive": "true"}
+    code, _ = run_in_process(spark, worker_props(bootstrap), [connector2], until=lambda d: sum(
+        d.connectors[0].task.coordinator.table_offsets.get(table, {}).values()) >= 5)
+    assert code == 0
+    rows = warehouse.sql(f"SELECT id, Name FROM {{c}}.{table} VERSION AS OF 'staging' WHERE id >= 100")
+    assert sorted((r[0], r[1]) for r in rows) == [(100 + i, f"m{i}") for i in range(5)]

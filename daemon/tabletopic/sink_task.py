@@ -153,15 +153,6 @@ class SinkTask:
             failures.extend(RecordFailure("convert", f.index, f.reason) for f in key_failures)
             out.extend((d, True) for d in deletes)
         return out
-        result = self.value_converter.convert(raw.topic, [raw.values[i] for i in present])
-        failures.extend(RecordFailure("convert", present[f.index], f.reason) for f in result.failures)
-        position = np.asarray(present, dtype=np.int64)
-        offsets = np.asarray(raw.offsets, dtype=np.int64)
-        stamps = np.asarray(raw.timestamps, dtype=np.int64)
-        for part in result.parts:
-            rows = position[part.indexes]
-            out.append((SinkRecords(raw.topic, raw.partition, part.table, offsets[rows], stamps[rows], rows), False))
-        return out
 
     @property
     def over_memory(self) -> bool:
@@ -184,7 +175,14 @@ class SinkTask:
                 if self._reseek is not None:
                     await self._reseek()
                 return None
-            result = await self.coordinator.commit(complete, started)
+            try:
+                result = await self.coordinator.commit(complete, started)
+            except BaseException:
+                # Interrupted with the barrier's rows taken out of the buffers: forget the positions
+                # too, so no later commit can claim offsets whose rows it does not hold.
+                self.worker.reset()
+                self.coordinator.reset()
+                raise
             if result.fenced:
                 self.last_barrier_error = "fenced: " + "; ".join(result.failed.values())
                 self.worker.reset()

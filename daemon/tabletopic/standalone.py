@@ -36,6 +36,10 @@ class _Connector:
     timer: asyncio.Task[None] | None = None
 
 
+class _FinalCommitFailed(RuntimeError):
+    pass
+
+
 class StartupError(RuntimeError):
     """The worker cannot start; the message says what to fix."""
 
@@ -51,6 +55,7 @@ class Standalone:
         self._configs = connectors
         self.http: HttpServer | None = None
         self.stop_requested = asyncio.Event()
+        self._stopping = asyncio.Event()
 
     async def _build(self) -> None:
         await asyncio.to_thread(lambda: self.spark.session)
@@ -94,8 +99,11 @@ class Standalone:
 
     async def _barriers(self, c: _Connector) -> None:
         interval = c.config.commit_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
+        while not self._stopping.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), interval)
+            if self._stopping.is_set():
+                return  # never cancelled mid-barrier: shutdown waits for the one under way
             try:
                 await c.task.barrier("interval")
             except Exception:
@@ -104,17 +112,18 @@ class Standalone:
     async def shutdown(self, exit_code: int = 0) -> int:
         code = exit_code
         timeout = self.worker.shutdown_timeout_ms / 1000
+        self._stopping.set()
         for c in self.connectors:
             await c.consumer.drain()
-            if c.timer is not None:
-                c.timer.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await c.timer
             try:
                 await asyncio.wait_for(self._final_barrier(c), timeout)
             except asyncio.TimeoutError:
                 log.error("final commit did not finish in task.shutdown.graceful.timeout.ms; "
                           "uncommitted records will be re-read on restart", connector=c.config.name)
+                code = 1
+            except _FinalCommitFailed as exc:
+                log.error("final commit failed; uncommitted records will be re-read on restart",
+                          connector=c.config.name, error=str(exc))
                 code = 1
             if c.consumer.fatal is not None:
                 log.error("connector stopped", connector=c.config.name, error=str(c.consumer.fatal))
@@ -129,10 +138,12 @@ class Standalone:
         return code
 
     async def _final_barrier(self, c: _Connector) -> None:
+        if c.timer is not None:
+            await c.timer  # the interval barrier under way, if any, finishes first
         await c.task.worker.wait_for_flushes()
         result = await c.task.barrier("shutdown")
         if result is not None and result.failed:
-            raise asyncio.TimeoutError  # reported like a timeout: some records stay uncommitted
+            raise _FinalCommitFailed("; ".join(f"{t}: {why}" for t, why in result.failed.items()))
 
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()

@@ -11,6 +11,7 @@ another writer has those records.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import structlog
@@ -93,6 +94,21 @@ class Coordinator:
             self.reset()
         return result
 
+    def _record(self, table: str, written: DataWritten | None, outcome: CommitResult,
+                barrier_started: float) -> float:
+        """Take a landed commit into account; return the seconds since its barrier began."""
+        labels = {"table": table}
+        elapsed = time.monotonic() - barrier_started
+        self._metrics.commit_seconds.labels(**labels).observe(elapsed)
+        self.table_offsets[table] = outcome.offsets
+        self._last_commit[table] = self._barrier
+        self._metrics.commits.labels(**labels).inc()
+        self._metrics.records_written.labels(**labels).inc(outcome.records)
+        self._metrics.last_commit.labels(**labels).set(time.time())
+        if written is not None and written.max_timestamp_ms is not None:
+            self._metrics.note_committed_timestamp(table, written.max_timestamp_ms)
+        return elapsed
+
     def _merge(self, old: DataWritten | None, new: DataWritten) -> DataWritten:
         if old is None:
             return new
@@ -118,33 +134,32 @@ class Coordinator:
                                       dict(positions), dict(expected),
                                       written.max_timestamp_ms if written else None)
         try:
-            outcome = await asyncio.wait_for(asyncio.shield(future), self._timeout_s)
+            try:
+                outcome = await asyncio.wait_for(asyncio.shield(future), self._timeout_s)
+            except asyncio.CancelledError:
+                # The commit runs on in its thread whatever happens here: record what it did before
+                # giving up, or the next barrier would take this sink's own commit for another writer's.
+                with contextlib.suppress(Exception):
+                    self._record(table, written, await future, barrier_started)
+                raise
         except asyncio.TimeoutError:
             # The commit may still land; the next barrier's offset check will see it and fence.
             self._metrics.commit_failures.labels(**labels).inc()
             self._log.error("commit timed out; iceberg.control.commit.timeout-ms may be too low", table=table,
-                      timeout_s=self._timeout_s)
+                            timeout_s=self._timeout_s)
             return CommitFailed(f"commit to {table} timed out after {self._timeout_s:.0f}s")
         except CommitFenced as exc:
             self._metrics.commit_failures.labels(**labels).inc()
             self._log.error("commit fenced: the table moved on; re-reading positions from the tables",
-                      table=table, error=str(exc))
+                            table=table, error=str(exc))
             return exc
         except CommitFailed as exc:
             self._metrics.commit_failures.labels(**labels).inc()
             self._log.error("commit failed; the files are kept and retried at the next barrier", table=table,
-                      error=str(exc))
+                            error=str(exc))
             return exc
-        self.table_offsets[table] = outcome.offsets
-        self._last_commit[table] = self._barrier
-        elapsed = time.monotonic() - barrier_started
-        self._metrics.commit_seconds.labels(**labels).observe(elapsed)
-        self._metrics.commits.labels(**labels).inc()
-        self._metrics.records_written.labels(**labels).inc(outcome.records)
-        self._metrics.last_commit.labels(**labels).set(time.time())
-        if written is not None and written.max_timestamp_ms is not None:
-            self._metrics.note_committed_timestamp(table, written.max_timestamp_ms)
+        elapsed = self._record(table, written, outcome, barrier_started)
         self._log.info("committed", table=table, snapshot_id=outcome.snapshot_id, data_files=outcome.data_files,
-                 records=outcome.records, commit_seconds=round(outcome.seconds, 3),
-                 barrier_seconds=round(elapsed, 3))
+                       records=outcome.records, commit_seconds=round(outcome.seconds, 3),
+                       barrier_seconds=round(elapsed, 3))
         return outcome
