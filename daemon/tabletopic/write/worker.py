@@ -44,6 +44,7 @@ class Worker:
         self._pending: dict[str, list[WrittenFiles]] = {}
         self._write_lock = asyncio.Lock()
         self._flushes: set[asyncio.Task[None]] = set()
+        self._flush_error: BaseException | None = None
 
     # -- ingest side (event loop, synchronous) ----------------------------------------------------
     def prepare(self, table: str, records: SinkRecords) -> tuple[list[SinkRecords], list[Failure]]:
@@ -150,8 +151,16 @@ class Worker:
     async def _flush(self, name: str) -> None:
         async with self._write_lock:
             drained = self.buffers[name].drain()
-            if drained is not None:
+            if drained is None:
+                return
+            try:
                 await self._write(drained)
+            except Exception as exc:
+                # Those rows left the buffer but reached no file: the next barrier must not commit
+                # positions past them. It fails, and the partitions are read again from the tables.
+                log.error("writing files early failed; the next barrier re-reads from the tables",
+                          table=name, error=str(exc))
+                self._flush_error = exc
 
     async def _write(self, drained: Drained) -> None:
         handle = self._tables.get(drained.table)
@@ -165,6 +174,9 @@ class Worker:
     async def start_commit(self, event: StartCommit) -> DataComplete:
         """Write everything buffered and answer with the files and the positions they cover."""
         async with self._write_lock:
+            if self._flush_error is not None:
+                error, self._flush_error = self._flush_error, None
+                raise RuntimeError(f"an early write failed: {error}") from error
             positions = dict(self.positions)
             drained = [d for d in (b.drain() for b in self.buffers.values()) if d is not None]
             for item in drained:
@@ -206,6 +218,7 @@ class Worker:
 
     def reset(self) -> None:
         """Drop everything not committed (after a fenced commit); positions are re-read from the tables."""
+        self._flush_error = None
         for buffer in self.buffers.values():
             buffer.clear()
         self.buffers.clear()
