@@ -66,7 +66,7 @@ class SinkTask:
                                         lambda table: metrics.commit_retries.labels(table=table).inc()), metrics,
             config.group_id, config.offsets_refresh_barriers, config.commit_timeout_ms / 1000)
         self.worker = Worker(self.tables, FileWriter(spark, config.write_props), metrics, config.buffer_flush_bytes,
-                             config.case_insensitive, self.coordinator.recorded_offsets)
+                             config.case_insensitive, self.coordinator.recorded_offsets, config.evolve_schema)
         self.failed = FailedRecords(config, metrics, worker_config.bootstrap_servers)
         self.assigned: set[TopicPartition] = set()
         self._barrier_lock = asyncio.Lock()

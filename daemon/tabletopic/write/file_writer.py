@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tabletopic.buffer.table_buffer import Drained
+from tabletopic.write.arrow_conform import conform
 from tabletopic.write.iceberg_tables import TableHandle
 from tabletopic.write.spark_session import SparkRuntime
 from tabletopic.write.upsert_batch import reduce_changes
@@ -42,7 +43,8 @@ class FileWriter:
         started = time.monotonic()
         rows = drained.rows
         if rows.schema != handle.arrow_schema:
-            rows = rows.cast(handle.arrow_schema)
+            # Rows buffered before a schema change lack its new columns or have narrower types.
+            rows = conform(rows, handle.arrow_schema, handle.name)
         writer = self._spark.jvm.tabletopic.SinkWriter
         operation = str(uuid.uuid4())
         if not handle.keyed:

@@ -130,6 +130,10 @@ class SparkRuntime:
         """
         session = self.activate()
         schema = from_arrow_schema(table.schema)
+        if table.num_rows and table.column(0).num_chunks > _MAX_TASKS:
+            # Each chunk would become a Spark task and at least one file: merge the small
+            # chunks that buffering leaves behind (one per fetch) before splitting evenly.
+            table = table.combine_chunks()
         fd, path = tempfile.mkstemp(prefix="tabletopic-", suffix=".arrow")
         try:
             with os.fdopen(fd, "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:

@@ -25,6 +25,8 @@ from tabletopic.ops.metrics import SinkMetrics
 from tabletopic.write.arrow_conform import ConformError, conform
 from tabletopic.write.file_writer import FileWriter, WrittenFiles
 from tabletopic.write.iceberg_tables import IcebergTables, TableHandle
+from tabletopic.write.schema_evolution import EvolutionError, plan
+from tabletopic.write.schema_evolution import apply as apply_changes
 
 log = structlog.get_logger(__name__)
 
@@ -32,13 +34,14 @@ log = structlog.get_logger(__name__)
 class Worker:
     def __init__(self, tables: IcebergTables, writer: FileWriter, metrics: SinkMetrics,
                  flush_bytes: int, case_insensitive: bool,
-                 floors_for: Callable[[str], dict[TopicPartition, int]]) -> None:
+                 floors_for: Callable[[str], dict[TopicPartition, int]], evolve_schema: bool = False) -> None:
         self._tables = tables
         self._writer = writer
         self._metrics = metrics
         self._flush_bytes = flush_bytes
         self._case_insensitive = case_insensitive
         self._floors_for = floors_for  # a table's recorded offsets, read when its buffer is made
+        self._evolve_schema = evolve_schema
         self.buffers: dict[str, TableBuffer] = {}
         self.positions: dict[TopicPartition, int] = {}
         self._pending: dict[str, list[WrittenFiles]] = {}
@@ -54,6 +57,11 @@ class Worker:
             return [], []  # deleting keys from a table that does not exist yet changes nothing
         handle = self._tables.get(table, records.value.schema)
         failures: list[Failure] = []
+        if self._evolve_schema and (ops == UPSERT).any():
+            try:
+                handle = self._evolve(handle, records.value.schema)
+            except EvolutionError as exc:
+                return [], [Failure(int(r), str(exc)) for r in records.rows]
         if not handle.keyed:
             return self._conform(handle, records, failures), failures
         parts = []
@@ -75,6 +83,14 @@ class Worker:
                                  merged.offsets[order], merged.timestamps[order], merged.rows[order],
                                  merged.ops[order])]
         return [p for p in parts if len(p)], failures
+
+    def _evolve(self, handle: TableHandle, schema: pa.Schema) -> TableHandle:
+        changes = plan(handle.arrow_schema, schema, handle.name, self._case_insensitive)
+        if not changes:
+            return handle
+        apply_changes(self._tables.jvm, handle.java, changes)
+        log.info("evolved table schema", table=handle.name, changes=[str(c) for c in changes])
+        return self._tables.refresh(handle.name)
 
     def _conform_keys(self, handle: TableHandle, records: SinkRecords,
                       failures: list[Failure]) -> list[SinkRecords]:

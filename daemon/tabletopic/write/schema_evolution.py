@@ -1,0 +1,134 @@
+"""Evolve a table's schema to take records with new fields or wider types, in place.
+
+With ``iceberg.tables.evolve-schema-enabled`` a record may bring:
+
+* new fields, at the top level or inside structs (also structs inside lists): added as
+  optional columns, so rows written before read them as null;
+* wider types: int to long, float to double, a decimal of higher precision (same scale);
+* an optional field where the table has a required column: the column becomes optional.
+
+Each is a metadata-only change (``UpdateSchema``); no data file is rewritten.  Anything
+else that cannot be cast safely, such as a string arriving in a long column, is an
+:class:`EvolutionError` naming the table, the field and both types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.pandas.types import from_arrow_type
+
+
+class EvolutionError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: str  # add, widen, optional
+    path: tuple[str, ...]
+    type: pa.DataType | None = None
+
+    def __str__(self) -> str:
+        return f"{self.kind} {'.'.join(self.path)}" + (f" {self.type}" if self.type is not None else "")
+
+
+_NUMERIC_RANK = {pa.int8(): 1, pa.int16(): 2, pa.int32(): 3, pa.int64(): 4}
+_FLOAT_RANK = {pa.float16(): 1, pa.float32(): 2, pa.float64(): 3}
+
+
+def plan(table_schema: pa.Schema, record_schema: pa.Schema, table: str,
+         case_insensitive: bool = False) -> list[Change]:
+    """The changes that let ``record_schema`` rows into a table of ``table_schema``."""
+    changes: list[Change] = []
+    _struct(list(table_schema), list(record_schema), (), table, case_insensitive, changes, top_level=True)
+    return changes
+
+
+def _struct(table_fields: list[pa.Field], record_fields: list[pa.Field], path: tuple[str, ...], table: str,
+            case_insensitive: bool, changes: list[Change], top_level: bool) -> None:
+    by_name = {f.name.lower() if case_insensitive else f.name: f for f in table_fields}
+    for field in record_fields:
+        if pa.types.is_null(field.type):
+            continue  # no type known yet: nothing to add
+        existing = by_name.get(field.name.lower() if case_insensitive else field.name)
+        if existing is None:
+            changes.append(Change("add", (*path, field.name), field.type))
+            continue
+        here = (*path, existing.name)
+        if top_level and field.nullable and not existing.nullable:
+            changes.append(Change("optional", here))
+        _field(existing.type, field.type, here, table, case_insensitive, changes)
+
+
+def _field(have: pa.DataType, want: pa.DataType, path: tuple[str, ...], table: str, case_insensitive: bool,
+           changes: list[Change]) -> None:
+    if have == want:
+        return
+    if pa.types.is_struct(have) and pa.types.is_struct(want):
+        _struct(list(have), list(want), path, table, case_insensitive, changes, top_level=False)
+        return
+    if pa.types.is_list(have) and (pa.types.is_list(want) or pa.types.is_large_list(want)):
+        _field(have.value_type, want.value_type, (*path, "element"), table, case_insensitive, changes)
+        return
+    widened = _widen(have, want)
+    if widened is not None:
+        if widened != have:
+            changes.append(Change("widen", path, widened))
+        return
+    if _castable(want, have):
+        return
+    raise EvolutionError(f"table {table}: field {'.'.join(path)} is {have} in the table but {want} in the record, "
+                         "which cannot be evolved (only new fields, int to long, float to double and higher decimal "
+                         "precision are)")
+
+
+def _widen(have: pa.DataType, want: pa.DataType) -> pa.DataType | None:
+    """The type the column should have (``have`` if it is wide enough), or None if not comparable."""
+    if have in _NUMERIC_RANK and want in _NUMERIC_RANK:
+        return pa.int64() if _NUMERIC_RANK[want] > _NUMERIC_RANK[have] and have != pa.int64() else have
+    if have in _FLOAT_RANK and want in _FLOAT_RANK:
+        return pa.float64() if _FLOAT_RANK[want] > _FLOAT_RANK[have] else have
+    if pa.types.is_floating(have) and pa.types.is_integer(want):
+        return have
+    if pa.types.is_decimal(have) and pa.types.is_decimal(want) and have.scale == want.scale:
+        return pa.decimal128(want.precision, want.scale) if want.precision > have.precision else have
+    return None
+
+
+def _castable(source: pa.DataType, target: pa.DataType) -> bool:
+    """Casts that conform applies without evolving: ISO strings to timestamps, anything to string."""
+    if pa.types.is_string(target) or pa.types.is_large_string(target):
+        return True
+    if pa.types.is_timestamp(target) and (pa.types.is_string(source) or pa.types.is_timestamp(source)):
+        return True
+    if pa.types.is_date(target) and pa.types.is_date(source):
+        return True
+    return pa.types.is_binary(target) and pa.types.is_binary(source)
+
+
+def apply(jvm: Any, table: Any, changes: list[Change]) -> None:
+    """Commit ``changes`` to the Java table in one schema update."""
+    update = table.updateSchema()
+    for change in changes:
+        name = ".".join(change.path)
+        if change.kind == "add":
+            iceberg_type = _iceberg_type(jvm, change.type)
+            if len(change.path) == 1:
+                update = update.addColumn(change.path[0], iceberg_type)
+            else:
+                update = update.addColumn(".".join(change.path[:-1]), change.path[-1], iceberg_type)
+        elif change.kind == "widen":
+            update = update.updateColumn(name, _iceberg_type(jvm, change.type).asPrimitiveType())
+        elif change.kind == "optional":
+            update = update.makeColumnOptional(name)
+    update.commit()
+    table.refresh()
+
+
+def _iceberg_type(jvm: Any, arrow_type: pa.DataType | None) -> Any:
+    assert arrow_type is not None
+    spark_type = jvm.org.apache.spark.sql.types.DataType.fromJson(from_arrow_type(arrow_type).json())
+    return jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(spark_type)
