@@ -269,7 +269,7 @@ class SinkTask:
         found: set[str] = set()
         key = offsets_key(self.config.group_id)
         try:
-            catalog = self.tables.jvm_catalog()
+            catalog = self.tables.listing_catalog()
             stack = [self.tables.jvm.org.apache.iceberg.catalog.Namespace.empty()]
             while stack:
                 namespace = stack.pop()

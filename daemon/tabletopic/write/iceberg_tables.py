@@ -99,6 +99,7 @@ class IcebergTables:
         self._config = config
         self._handles: dict[str, TableHandle] = {}
         self._lock = threading.RLock()
+        self._listing: Any = None
         spark.register_catalog(config.catalog_name, config.catalog_props)
 
     @property
@@ -114,6 +115,15 @@ class IcebergTables:
 
     def jvm_catalog(self) -> Any:
         return self._catalog()
+
+    def listing_catalog(self) -> Any:
+        """The catalog itself, not Spark's caching wrapper, which hides namespace listing."""
+        if self._listing is None:
+            session = self._spark.activate()
+            props = {k: v for k, v in self._config.catalog_props.items()}
+            self._listing = self.jvm.org.apache.iceberg.CatalogUtil.buildIcebergCatalog(
+                self._config.catalog_name, props, session.sparkContext._jsc.hadoopConfiguration())
+        return self._listing
 
     def _ident(self, name: str) -> Any:
         return self.jvm.org.apache.iceberg.catalog.TableIdentifier.parse(name)
