@@ -156,6 +156,12 @@ def test_worker_listener_malformed() -> None:
     assert "listeners=" in str(err.value) and "http://HOST:PORT" in str(err.value)
 
 
+def test_kafka_security_settings_are_refused_not_ignored() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_worker({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"})
+    assert "security.protocol='SASL_SSL'" in str(err.value) and "PLAINTEXT" in str(err.value)
+
+
 def test_default_catalog_is_a_local_hadoop_warehouse() -> None:
     props = {k: v for k, v in GOOD.items() if not k.startswith("iceberg.catalog.")}
     config = parse_connector(props, WORKER)

@@ -74,7 +74,7 @@ class SinkTask:
         self._group_offsets: GroupOffsets | None = None
         self._reseek: Callable[[], Awaitable[None]] | None = None
         self.last_barrier_error: str | None = None
-        self.commits_done = 0
+        self._catalog_scanned = False
 
     def bind_consumer(self, group_commit: GroupCommit, group_offsets: GroupOffsets,
                       reseek: Callable[[], Awaitable[None]]) -> None:
@@ -193,7 +193,6 @@ class SinkTask:
                 self.last_barrier_error = "; ".join(f"{t}: {why}" for t, why in result.failed.items())
                 return result
             self.last_barrier_error = None
-            self.commits_done += len(result.snapshots)
             positions = {tp: o for tp, o in complete.positions.items() if tp in self.assigned}
             if positions and self._group_commit is not None:
                 try:
@@ -259,9 +258,9 @@ class SinkTask:
         for name in self.config.tables or []:
             if name in names or self.tables.exists(name):
                 names.add(name)
-        if self.config.dynamic_enabled and not getattr(self, "_scanned", False):
+        if self.config.dynamic_enabled and not self._catalog_scanned:
             names |= self._scan_catalog()
-            self._scanned = True
+            self._catalog_scanned = True
         return sorted(n for n in names if n in self.tables.known() or self.tables.try_load(n) is not None)
 
     def _scan_catalog(self) -> set[str]:

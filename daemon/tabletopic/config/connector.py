@@ -318,9 +318,13 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
     key_conv = _plugin(props, "key.converter", worker.key_converter, worker.raw, out)
     value_conv = _plugin(props, "value.converter", worker.value_converter, worker.raw, out)
     transforms = _transforms(props, values["transforms"], out)
+    overrides = {**prefixed(props, KAFKA_PREFIX), **prefixed(props, CONSUMER_OVERRIDE_PREFIX)}
+    for key, value in overrides.items():
+        if key.startswith(("security.", "sasl.", "ssl.")) and value != "PLAINTEXT":
+            out.problems.append(Problem(CONSUMER_OVERRIDE_PREFIX + key, value, "Kafka TLS/SASL settings are not "
+                                        "supported yet; tabletopic connects over PLAINTEXT only"))
     if out.problems:
         raise ConfigError(out.problems, f"connector {props.get('name', '<unnamed>')!r}")
-    overrides = {**prefixed(props, KAFKA_PREFIX), **prefixed(props, CONSUMER_OVERRIDE_PREFIX)}
     return ConnectorConfig(
         name=values["name"],
         topics=values["topics"],

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from tabletopic.config.definition import ConfigError, Key, KeyType, Parsed, parse_keys, prefixed
+from tabletopic.config.definition import ConfigError, Key, KeyType, Parsed, Problem, parse_keys, prefixed
 
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 
@@ -80,6 +80,11 @@ def parse_worker(props: Mapping[str, Any]) -> WorkerConfig:
     if "listeners" in props and not props["listeners"].strip():
         out.values["listeners"] = []
     for key in props:
+        bare = key.removeprefix("consumer.")
+        if bare.startswith(("security.", "sasl.", "ssl.")) and props[key] not in ("", "PLAINTEXT"):
+            # Refused rather than ignored: dropping it would connect without the security asked for.
+            out.problems.append(Problem(key, props[key], "Kafka TLS/SASL settings are not supported yet; "
+                                        "tabletopic connects over PLAINTEXT only"))
         if key.startswith(("iceberg.", "tabletopic.")):
             out.warnings.append(f"{key!r} belongs in the connector configuration; ignored in the worker file")
     if out.problems:
