@@ -22,11 +22,10 @@ import time
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
-from tabletopic.demo.broker import EmbeddedBroker
+from tabletopic.demo.broker import EmbeddedBroker, create_topic
 from tabletopic.ops.logging_setup import configure_logging
 from tabletopic.standalone import Standalone
 from tabletopic.write.spark_session import SparkRuntime
@@ -35,10 +34,7 @@ TOPIC, PARTITIONS, TABLE = "bench_json", 4, "bench.events"
 
 
 async def produce(bootstrap: str, n: int) -> int:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    await admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
-    await admin.close()
+    await create_topic(bootstrap, TOPIC, PARTITIONS)
     rng = random.Random(1)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False,
                                 linger_ms=20, max_batch_size=512 * 1024)

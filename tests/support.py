@@ -16,8 +16,8 @@ from typing import Any
 
 import duckdb
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from tabletopic.demo.broker import create_topic as create_topic_async
 from tabletopic.write.spark_session import SparkRuntime
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,14 +28,7 @@ def unique(prefix: str) -> str:
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 4) -> None:
-    async def go() -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-        await admin.start()
-        try:
-            await admin.create_topics([NewTopic(name, partitions, 1)])
-        finally:
-            await admin.close()
-    asyncio.run(go())
+    asyncio.run(create_topic_async(bootstrap, name, partitions))
 
 
 Record = tuple[bytes | None, bytes | None, int]  # key, value, partition

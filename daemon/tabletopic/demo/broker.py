@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
 
 def tansu_binary() -> Path:
     try:
@@ -27,6 +29,16 @@ def tansu_binary() -> Path:
     if not os.access(binary, os.X_OK):
         binary.chmod(0o755)
     return binary
+
+
+async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    """Create a topic (replication 1: the bundled broker is a single node)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, partitions, 1)])
+    finally:
+        await admin.close()
 
 
 def free_port() -> int:

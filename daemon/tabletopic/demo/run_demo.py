@@ -16,12 +16,11 @@ import time
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from tabletopic.commit.source_offsets import read_offsets
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
-from tabletopic.demo.broker import EmbeddedBroker, free_port
+from tabletopic.demo.broker import EmbeddedBroker, create_topic, free_port
 from tabletopic.ops.logging_setup import configure_logging
 from tabletopic.standalone import Standalone
 from tabletopic.write.spark_session import SparkRuntime
@@ -57,12 +56,7 @@ def sample_events(n: int, seed: int = 7) -> list[tuple[bytes, bytes, int]]:
 
 
 async def _produce(bootstrap: str, events: list[tuple[bytes, bytes, int]]) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
-    finally:
-        await admin.close()
+    await create_topic(bootstrap, TOPIC, PARTITIONS)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False, linger_ms=5)
     await producer.start()
     try:
