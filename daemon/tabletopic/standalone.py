@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
@@ -167,7 +168,7 @@ def _check_catalog(task: SinkTask) -> None:
                            f"is not reachable ({java_error_message(exc)}); check iceberg.catalog.*") from exc
 
 
-def _status(c: _Connector):  # type: ignore[no-untyped-def]
+def _status(c: _Connector) -> Callable[[], dict[str, object]]:
     def status() -> dict[str, object]:
         state = "FAILED" if c.consumer.fatal is not None else "RUNNING"
         task = {"id": 0, "state": state, "worker_id": "tabletopic"}

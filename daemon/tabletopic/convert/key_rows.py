@@ -20,7 +20,7 @@ def tombstone_deletes(raw: RawRecords, positions: list[int], converter: Converte
                 if raw.keys[i] is None]
     if not keyed:
         return [], failures
-    result = converter.convert(raw.topic, [raw.keys[i] for i in keyed])  # type: ignore[misc]
+    result = converter.convert(raw.topic, [k for k in (raw.keys[i] for i in keyed) if k is not None])
     failures += [Failure(keyed[f.index], f"tombstone key: {f.reason}") for f in result.failures]
     offsets = np.asarray(raw.offsets, dtype=np.int64)
     stamps = np.asarray(raw.timestamps, dtype=np.int64)

@@ -68,6 +68,8 @@ class EmbeddedBroker:
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env={**os.environ, "RUST_LOG": os.environ.get("TANSU_LOG", "warn")},
         )
+        if out is not subprocess.DEVNULL:
+            out.close()  # the child has its own descriptor
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:

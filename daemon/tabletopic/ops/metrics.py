@@ -11,11 +11,11 @@ import contextlib
 import os
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 _COMMIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
@@ -102,7 +102,7 @@ class _FreshnessCollector(Collector):
     def __init__(self, newest: dict[tuple[str, str], float]) -> None:
         self._newest = newest
 
-    def collect(self):  # type: ignore[no-untyped-def]
+    def collect(self) -> Iterator[Metric]:
         family = GaugeMetricFamily("tabletopic_data_freshness_seconds",
                                    "Now minus the newest record timestamp committed to the table",
                                    labels=["connector", "table"])
@@ -116,7 +116,7 @@ class _JvmMemoryCollector(Collector):
     def __init__(self, jvm: Callable[[], object | None]) -> None:
         self._jvm = jvm
 
-    def collect(self):  # type: ignore[no-untyped-def]
+    def collect(self) -> Iterator[Metric]:
         family = GaugeMetricFamily("tabletopic_jvm_memory_bytes", "Spark driver JVM heap", labels=["area"])
         jvm = self._jvm()
         if jvm is not None:
