@@ -9,7 +9,7 @@ import pytest
 
 from tabletopic.demo.broker import EmbeddedBroker
 from tabletopic.write.spark_session import SparkRuntime
-from tests.support import Warehouse
+from tests.support import STARTED, Warehouse
 
 
 @pytest.fixture(scope="session")
@@ -30,6 +30,16 @@ def spark() -> Iterator[SparkRuntime]:
     runtime.session  # noqa: B018 - start it once, up front
     yield runtime
     runtime.stop()
+
+
+@pytest.fixture(autouse=True)
+def stop_leftover_daemons() -> Iterator[None]:
+    """A test that fails half-way must not leave its daemons (and their JVMs) running."""
+    yield
+    while STARTED:
+        daemon = STARTED.pop()
+        if daemon.alive():
+            daemon.kill()
 
 
 @pytest.fixture

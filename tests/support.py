@@ -77,6 +77,9 @@ def worker_props(bootstrap: str, **extra: Any) -> dict[str, Any]:
     }
 
 
+STARTED: list[DaemonProcess] = []  # every daemon a test started; conftest stops leftovers
+
+
 class DaemonProcess:
     """``tabletopic standalone`` as a child process, so tests can SIGKILL it."""
 
@@ -100,6 +103,7 @@ class DaemonProcess:
              *map(str, self.connector_files)],
             cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
+        STARTED.append(self)
         return self
 
     def kill(self) -> None:

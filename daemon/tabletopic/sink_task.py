@@ -41,6 +41,8 @@ from tabletopic.write.worker import Worker
 
 log = structlog.get_logger(__name__)
 
+# Group offsets only feed lag tools: never let an unreachable broker hold a barrier up.
+_GROUP_COMMIT_TIMEOUT_S = 10.0
 GroupCommit = Callable[[dict[TopicPartition, int]], Awaitable[None]]
 GroupOffsets = Callable[[list[TopicPartition]], Awaitable[dict[TopicPartition, int]]]
 
@@ -196,9 +198,9 @@ class SinkTask:
             positions = {tp: o for tp, o in complete.positions.items() if tp in self.assigned}
             if positions and self._group_commit is not None:
                 try:
-                    await self._group_commit(positions)
-                except Exception as exc:  # lag tools only; the tables already hold the truth
-                    self.log.warning("could not commit consumer group offsets", error=str(exc))
+                    await asyncio.wait_for(self._group_commit(positions), _GROUP_COMMIT_TIMEOUT_S)
+                except (Exception, asyncio.TimeoutError) as exc:  # lag tools only; the tables hold the truth
+                    self.log.warning("could not commit consumer group offsets", error=str(exc) or type(exc).__name__)
             return result
 
     # -- assignment -------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from tabletopic.write.iceberg_tables import JAVA_ERRORS, TableError, java_error_
 from tabletopic.write.spark_session import SparkRuntime
 
 log = structlog.get_logger(__name__)
+_LEAVE_GROUP_TIMEOUT_S = 20.0
 
 
 @dataclass
@@ -129,7 +130,12 @@ class Standalone:
             if c.consumer.fatal is not None:
                 log.error("connector stopped", connector=c.config.name, error=str(c.consumer.fatal))
                 code = 1
-            await c.consumer.stop()
+            try:
+                # Leaving the group needs the broker; with it gone, do not outlast the stop timeout.
+                await asyncio.wait_for(c.consumer.stop(), _LEAVE_GROUP_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                log.warning("could not leave the consumer group in time; the broker will expire the member",
+                            connector=c.config.name)
             await c.task.stop()
         if self.http is not None:
             await self.http.stop()
