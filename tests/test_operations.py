@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -187,8 +188,9 @@ def test_systemd_unit_verifies(tmp_path: Path) -> None:
         pytest.skip("systemd-analyze is not on this machine")
     unit = (ROOT / "deploy" / "systemd" / "tabletopic.service").read_text()
     exec_start = re.search(r"^ExecStart=(\S+)", unit, re.M).group(1)  # type: ignore[union-attr]
-    here = shutil.which("tabletopic")
-    assert here is not None
+    # The console script sits next to the interpreter running the tests; CI does not put the venv on PATH.
+    here = str(Path(sys.executable).parent / "tabletopic")
+    assert Path(here).is_file(), here
     copy = tmp_path / "tabletopic.service"
     copy.write_text(unit.replace(exec_start, here))
     proc = subprocess.run(["systemd-analyze", "verify", str(copy)], capture_output=True, text=True)
