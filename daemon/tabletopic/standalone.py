@@ -22,6 +22,7 @@ from tabletopic.config.worker import WorkerConfig
 from tabletopic.consume.agent import FaustConsumer
 from tabletopic.ops.http_server import ConnectorView, HttpServer
 from tabletopic.ops.metrics import SinkMetrics, new_registry
+from tabletopic.registry.service import RegistryStartError, SchemaRegistryService
 from tabletopic.sink_task import SinkTask
 from tabletopic.write.iceberg_tables import JAVA_ERRORS, TableError, java_error_message
 from tabletopic.write.spark_session import SparkRuntime
@@ -56,10 +57,19 @@ class Standalone:
         self.connectors: list[_Connector] = []
         self._configs = connectors
         self.http: HttpServer | None = None
+        self.schema_registry: SchemaRegistryService | None = None
+        if worker.registry_listeners:
+            self.schema_registry = SchemaRegistryService(worker.registry_listeners[0], worker.bootstrap_servers,
+                                                         worker.registry_topic, worker.registry_compatibility)
         self.stop_requested = asyncio.Event()
         self._stopping = asyncio.Event()
 
     async def _build(self) -> None:
+        if self.schema_registry is not None:
+            try:
+                await asyncio.to_thread(self.schema_registry.start)
+            except RegistryStartError as exc:
+                raise StartupError(f"{exc}; check bootstrap.servers and schema.registry.listeners") from exc
         await asyncio.to_thread(lambda: self.spark.session)
         for config in self._configs:
             metrics = SinkMetrics(self.registry, config.name)
@@ -73,6 +83,8 @@ class Standalone:
             await self._build()
         except (TableError, StartupError) as exc:
             log.error("cannot start", error=str(exc))
+            if self.schema_registry is not None:
+                await asyncio.to_thread(self.schema_registry.stop)
             return 2
         if self.worker.listeners:
             self.http = HttpServer(self.worker.listeners[0], self.registry, [
@@ -139,6 +151,8 @@ class Standalone:
             await c.task.stop()
         if self.http is not None:
             await self.http.stop()
+        if self.schema_registry is not None:
+            await asyncio.to_thread(self.schema_registry.stop)
         if self._owns_spark:
             await asyncio.to_thread(self.spark.stop)
         log.info("stopped", exit_code=code)

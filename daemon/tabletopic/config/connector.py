@@ -23,7 +23,7 @@ from tabletopic.config.definition import (
     prefixed,
 )
 from tabletopic.config.partition_by import PartitionField, parse_partition_by
-from tabletopic.config.worker import WorkerConfig
+from tabletopic.config.worker import WorkerConfig, builtin_registry_url
 
 CONNECTOR_CLASSES = (
     "org.apache.iceberg.connect.IcebergSinkConnector",
@@ -39,6 +39,8 @@ KAFKA_PREFIX = "iceberg.kafka."
 CONSUMER_OVERRIDE_PREFIX = "consumer.override."
 TABLE_KEYS = ("route-regex", "id-columns", "partition-by", "commit-branch")
 CONVERTER_GROUP = "tabletopic.converters"
+# Converters that read schema ids: they need schema.registry.url, or the worker's built-in registry.
+REGISTRY_CONVERTERS = {"io.confluent.connect.avro.AvroConverter"}
 TRANSFORM_GROUP = "tabletopic.transforms"
 
 
@@ -215,14 +217,20 @@ def available_plugins(group: str) -> dict[str, Any]:
     return {ep.name: ep for ep in entry_points(group=group)}
 
 
-def _plugin(props: Mapping[str, str], key: str, default: str, worker_props: Mapping[str, str],
-            out: Parsed) -> PluginSpec:
+def _plugin(props: Mapping[str, str], key: str, default: str, worker: WorkerConfig, out: Parsed) -> PluginSpec:
     class_name = props.get(key) or default
     known = available_plugins(CONVERTER_GROUP)
     if class_name not in known:
         out.problems.append(Problem(key, class_name, f"unknown converter; available: {', '.join(sorted(known))}"))
     # Connect lets the worker's converter settings apply when the connector names the same converter.
-    own = {**(prefixed(worker_props, key + ".") if not props.get(key) else {}), **prefixed(props, key + ".")}
+    own = {**(prefixed(worker.raw, key + ".") if not props.get(key) else {}), **prefixed(props, key + ".")}
+    if class_name in REGISTRY_CONVERTERS and not own.get("schema.registry.url"):
+        if worker.registry_listeners:
+            own["schema.registry.url"] = builtin_registry_url(worker.registry_listeners[0])
+        else:
+            out.problems.append(Problem(f"{key}.schema.registry.url", None, f"{class_name} needs a Schema Registry: "
+                                        "set this key, or schema.registry.listeners in the worker file to use the "
+                                        "built-in one"))
     return PluginSpec(class_name, own)
 
 
@@ -315,8 +323,8 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
     if values["errors.deadletterqueue.topic.name"] and values["errors.tolerance"] != "all":
         out.warnings.append("errors.deadletterqueue.topic.name is set but errors.tolerance=none: "
                             "failed records stop the connector and never reach the dead-letter topic")
-    key_conv = _plugin(props, "key.converter", worker.key_converter, worker.raw, out)
-    value_conv = _plugin(props, "value.converter", worker.value_converter, worker.raw, out)
+    key_conv = _plugin(props, "key.converter", worker.key_converter, worker, out)
+    value_conv = _plugin(props, "value.converter", worker.value_converter, worker, out)
     transforms = _transforms(props, values["transforms"], out)
     overrides = {**prefixed(props, KAFKA_PREFIX), **prefixed(props, CONSUMER_OVERRIDE_PREFIX)}
     for key, value in overrides.items():

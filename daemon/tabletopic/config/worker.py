@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from tabletopic.config.definition import ConfigError, Key, KeyType, Parsed, Problem, parse_keys, prefixed
+from tabletopic.registry.avro_compatibility import LEVELS
 
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 
@@ -18,6 +19,25 @@ def _listeners_problem(value: list[str]) -> str | None:
         if parsed.scheme != "http" or parsed.port is None:
             return "each listener must look like http://HOST:PORT"
     return None
+
+
+def _registry_listener_problem(value: list[str]) -> str | None:
+    if len(value) > 1:
+        return "the built-in Schema Registry takes one listener"
+    for url in value:
+        parsed = urlparse(url)
+        if parsed.scheme != "http" or not parsed.port:
+            return "the listener must look like http://HOST:PORT, with a port other than 0 (converters are told it)"
+    return None
+
+
+def builtin_registry_url(listener: str) -> str:
+    """Where this process reaches its own registry: a wildcard bind is reached on loopback."""
+    parsed = urlparse(listener)
+    host = parsed.hostname or "127.0.0.1"
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    return f"http://{host}:{parsed.port}"
 
 
 def _bootstrap_problem(value: list[str]) -> str | None:
@@ -49,6 +69,14 @@ WORKER_KEYS: dict[str, Key] = {k.name: k for k in (
     Key("offset.storage.file.filename", KeyType.STRING, None,
         "Accepted for compatibility and ignored: offsets live in the Iceberg tables."),
     Key("plugin.path", KeyType.STRING, None, "Accepted for compatibility and ignored: plugins are entry points."),
+    Key("schema.registry.listeners", KeyType.LIST, [],
+        "Serve the built-in Schema Registry (Confluent's REST API) here, e.g. http://127.0.0.1:8081. Empty: off. "
+        "AvroConverters without schema.registry.url then use it.", validator=_registry_listener_problem),
+    Key("schema.registry.topic", KeyType.STRING, "_schemas",
+        "The compacted topic that holds the built-in registry's schemas; daemons sharing it share schemas."),
+    Key("schema.registry.compatibility", KeyType.STRING, "BACKWARD",
+        "The built-in registry's default compatibility level, until PUT /config changes it.",
+        allowed=LEVELS),
     Key("spark.*", KeyType.PREFIX, None, "Passed to the SparkSession (spark.master, spark.driver.memory, ...)."),
     Key("consumer.*", KeyType.PREFIX, None, "Other Kafka consumer properties for every connector."),
 )}
@@ -67,6 +95,9 @@ class WorkerConfig:
     auto_offset_reset: str
     max_poll_records: int
     shutdown_timeout_ms: int
+    registry_listeners: list[str]
+    registry_topic: str
+    registry_compatibility: str
     spark_conf: dict[str, str]
     consumer_props: dict[str, str]
     raw: dict[str, str]
@@ -102,6 +133,9 @@ def parse_worker(props: Mapping[str, Any]) -> WorkerConfig:
         auto_offset_reset=v["consumer.auto.offset.reset"],
         max_poll_records=v["consumer.max.poll.records"],
         shutdown_timeout_ms=v["task.shutdown.graceful.timeout.ms"],
+        registry_listeners=v["schema.registry.listeners"],
+        registry_topic=v["schema.registry.topic"],
+        registry_compatibility=v["schema.registry.compatibility"],
         spark_conf={f"spark.{k}": val for k, val in prefixed(props, "spark.").items()},
         consumer_props={k: val for k, val in prefixed(props, "consumer.").items()
                         if f"consumer.{k}" not in WORKER_KEYS},

@@ -26,7 +26,7 @@ class ConnectorView:
 class HttpServer:
     def __init__(self, listener: str, registry: CollectorRegistry, connectors: list[ConnectorView]) -> None:
         parsed = urlparse(listener)
-        self.host, self.port = parsed.hostname or "127.0.0.1", int(parsed.port or 8083)
+        self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port if parsed.port is not None else 8083
         self._registry = registry
         self._connectors = {c.name: c for c in connectors}
         self._runner: web.AppRunner | None = None

@@ -1,0 +1,327 @@
+"""The registry's state: what the schemas topic says, replayed in order.
+
+Every change is a record in one compacted topic, applied by :meth:`SchemaStore.apply`
+in log order, so every daemon that reads the topic holds the same state.  The
+store never writes: an operation returns the records that would make it so
+(:class:`Write`), the service appends them, and the store sees them when the
+log reader applies them.  Two daemons may race to claim the same version or
+id; the record earlier in the log wins and the later one is ignored, in
+every reader alike.  Each registration's key carries a token of its own, so
+compaction never replaces a winner's record with a loser's, and a loser's
+withdrawal (a tombstone for its own key) never removes the winner.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from tabletopic.registry.avro_compatibility import LEVELS, compatibility_problems
+from tabletopic.registry.avro_schema import AvroSchema, InvalidSchema, resolve
+
+DEFAULT_LEVEL = "BACKWARD"
+
+
+class RegistryError(Exception):
+    """An error in Confluent's shape: an HTTP status, an ``error_code`` and a message."""
+
+    def __init__(self, status: int, code: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def subject_not_found(subject: str) -> RegistryError:
+    return RegistryError(404, 40401, f"Subject '{subject}' not found.")
+
+
+def version_not_found(subject: str, version: Any) -> RegistryError:
+    return RegistryError(404, 40402, f"Version {version} not found for subject '{subject}'.")
+
+
+def schema_not_found(what: str = "Schema") -> RegistryError:
+    return RegistryError(404, 40403, f"{what} not found")
+
+
+@dataclass(frozen=True)
+class StoredSchema:
+    id: int
+    schema: str
+    schema_type: str
+    references: tuple[tuple[str, str, int], ...]  # (name, subject, version)
+
+    def body(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"schema": self.schema}
+        if self.schema_type != "AVRO":
+            out["schemaType"] = self.schema_type
+        if self.references:
+            out["references"] = [{"name": n, "subject": s, "version": v} for n, s, v in self.references]
+        return out
+
+
+@dataclass
+class Version:
+    version: int
+    id: int
+    deleted: bool
+    token: str  # which write claimed this version; its key carries it
+
+
+@dataclass(frozen=True)
+class Write:
+    key: dict[str, Any]
+    value: dict[str, Any] | None
+
+
+@dataclass
+class SchemaStore:
+    schemas: dict[int, StoredSchema] = field(default_factory=dict)
+    subjects: dict[str, dict[int, Version]] = field(default_factory=dict)
+    configs: dict[str | None, str] = field(default_factory=dict)
+    default_level: str = DEFAULT_LEVEL
+    max_id: int = 0
+    _parsed: dict[int, AvroSchema] = field(default_factory=dict)
+
+    # -- replaying the log --------------------------------------------------------------------------
+    def apply(self, key: dict[str, Any], value: dict[str, Any] | None) -> None:
+        kind = key.get("keytype")
+        if kind == "CONFIG":
+            if value is None:
+                self.configs.pop(key.get("subject"), None)
+            else:
+                self.configs[key.get("subject")] = str(value["compatibilityLevel"])
+        elif kind == "SCHEMA":
+            self._apply_schema(str(key["subject"]), int(key["version"]), int(key["id"]), str(key.get("token", "")),
+                               value)
+
+    def _apply_schema(self, subject: str, version: int, schema_id: int, token: str,
+                      value: dict[str, Any] | None) -> None:
+        versions = self.subjects.get(subject, {})
+        current = versions.get(version)
+        if value is None:  # a hard delete, or a losing writer withdrawing its record
+            if current is not None and current.token == token:
+                del versions[version]
+                if not versions:
+                    self.subjects.pop(subject, None)
+                self._forget_unused(schema_id)
+            return
+        refs = tuple((r["name"], r["subject"], int(r["version"])) for r in value.get("references") or [])
+        stored = StoredSchema(schema_id, str(value["schema"]), str(value.get("schemaType") or "AVRO"), refs)
+        if current is not None and current.token != token:
+            return  # another write claimed this version first
+        known = self.schemas.get(schema_id)
+        if known is not None and (known.schema, known.schema_type, known.references) != \
+                (stored.schema, stored.schema_type, stored.references):
+            return  # another daemon gave this id to another schema first
+        self.schemas[schema_id] = stored
+        self.subjects.setdefault(subject, {})[version] = Version(version, schema_id, bool(value.get("deleted")), token)
+        self.max_id = max(self.max_id, schema_id)
+
+    def _forget_unused(self, schema_id: int) -> None:
+        if not any(v.id == schema_id for versions in self.subjects.values() for v in versions.values()):
+            self.schemas.pop(schema_id, None)
+            self._parsed.pop(schema_id, None)
+
+    # -- reads --------------------------------------------------------------------------------------
+    def subject_names(self, deleted: bool = False) -> list[str]:
+        return sorted(s for s, versions in self.subjects.items()
+                      if deleted or any(not v.deleted for v in versions.values()))
+
+    def versions(self, subject: str, deleted: bool = False) -> list[Version]:
+        found = sorted(self.subjects.get(subject, {}).values(), key=lambda v: v.version)
+        if not found:
+            raise subject_not_found(subject)
+        live = [v for v in found if deleted or not v.deleted]
+        if not live:
+            raise subject_not_found(subject)
+        return live
+
+    def version(self, subject: str, version: str, deleted: bool = False) -> Version:
+        live = self.versions(subject, deleted)
+        if version in ("latest", "-1"):
+            return live[-1]
+        try:
+            number = int(version)
+        except ValueError:
+            raise RegistryError(422, 42202, "The specified version is not a valid version id. Allowed values are "
+                                "between [1, 2^31-1] and the string \"latest\"") from None
+        for v in live:
+            if v.version == number:
+                return v
+        raise version_not_found(subject, version)
+
+    def schema(self, schema_id: int) -> StoredSchema:
+        found = self.schemas.get(schema_id)
+        if found is None:
+            raise schema_not_found()
+        return found
+
+    def uses_of(self, schema_id: int) -> list[tuple[str, int]]:
+        self.schema(schema_id)
+        return sorted((s, v.version) for s, versions in self.subjects.items() for v in versions.values()
+                      if v.id == schema_id and not v.deleted)
+
+    def referenced_by(self, subject: str, version: int) -> list[int]:
+        return sorted({s.id for s in self.schemas.values()
+                       if any(ref[1:] == (subject, version) for ref in s.references)
+                       and self.uses_of(s.id)})
+
+    def level(self, subject: str | None) -> str:
+        if subject is not None and subject in self.configs:
+            return self.configs[subject]
+        return self.configs.get(None, self.default_level)
+
+    def parsed(self, schema_id: int) -> AvroSchema:
+        found = self._parsed.get(schema_id)
+        if found is None:
+            stored = self.schema(schema_id)
+            found = self._parsed[schema_id] = self._resolve(stored.schema, stored.references)
+        return found
+
+    def _resolve(self, text: str, references: tuple[tuple[str, str, int], ...]) -> AvroSchema:
+        known: dict[str, Any] = {}
+        for _name, subject, version in references:
+            try:
+                target = self.version(subject, str(version))
+            except RegistryError:
+                raise RegistryError(422, 42201, f"Invalid schema: the reference {subject} version {version} "
+                                    "does not exist") from None
+            known.update(self.parsed(target.id).names)
+        try:
+            return resolve(json.loads(text), known)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # InvalidSchema is a ValueError
+            raise RegistryError(422, 42201, f"Invalid schema: {exc}") from None
+
+    def lookup(self, subject: str, text: str, schema_type: str, refs: list[dict[str, Any]],
+               deleted: bool = False) -> tuple[Version, StoredSchema]:
+        if subject not in self.subjects:
+            raise subject_not_found(subject)
+        wanted = _normalise(text), schema_type, _refs(refs)
+        for v in self.versions(subject, deleted):
+            stored = self.schemas[v.id]
+            if (_normalise(stored.schema), stored.schema_type, stored.references) == wanted:
+                return v, stored
+        raise schema_not_found()
+
+    # -- planning writes ----------------------------------------------------------------------------
+    def plan_register(self, subject: str, text: str, schema_type: str, refs: list[dict[str, Any]]
+                      ) -> tuple[int, Write | None]:
+        """The id ``text`` has or would get under ``subject``, and the record to append if any."""
+        schema_type = schema_type or "AVRO"
+        if schema_type != "AVRO":
+            raise RegistryError(422, 42201, f"Invalid schema: schemaType {schema_type} is not supported by the "
+                                "built-in registry; it serves AVRO")
+        references = _refs(refs)
+        new = self._resolve(text, references)
+        if subject in self.subjects:
+            with _absent():
+                return self.lookup(subject, text, schema_type, refs)[0].id, None
+        previous = [self.parsed(v.id) for v in self._live(subject)]
+        problems = compatibility_problems(self.level(subject), new, previous)
+        if problems:
+            raise RegistryError(409, 409, f"Schema being registered is incompatible with an earlier schema for "
+                                f"subject \"{subject}\" under {self.level(subject)}: " + "; ".join(problems))
+        schema_id = self._id_of(text, schema_type, references)
+        version = max(self.subjects.get(subject, {}), default=0) + 1
+        value = {"subject": subject, "version": version, "id": schema_id, "schema": text,
+                 "schemaType": schema_type, "references": [
+                     {"name": n, "subject": s, "version": v} for n, s, v in references], "deleted": False}
+        return schema_id, Write(_schema_key(subject, version, schema_id, uuid.uuid4().hex), value)
+
+    def compatible(self, subject: str, text: str, schema_type: str, refs: list[dict[str, Any]],
+                   version: str | None) -> list[str]:
+        new = self._resolve(text, _refs(refs))
+        if version is None:
+            against = [self.parsed(v.id) for v in self._live(subject)]
+            level = self.level(subject)
+        else:
+            against = [self.parsed(self.version(subject, version).id)]
+            level = self.level(subject).removesuffix("_TRANSITIVE")
+        return compatibility_problems(level, new, against)
+
+    def plan_delete(self, subject: str, version: str | None, permanent: bool) -> tuple[list[int], list[Write]]:
+        if subject not in self.subjects:
+            raise subject_not_found(subject)
+        every = sorted(self.subjects[subject].values(), key=lambda v: v.version)
+        if version is None:
+            targets = every
+            if not permanent and all(v.deleted for v in every):
+                raise RegistryError(404, 40404, f"Subject '{subject}' was soft deleted. Set permanent=true to "
+                                    "delete permanently")
+            if permanent and any(not v.deleted for v in every):
+                raise RegistryError(404, 40405, f"Subject '{subject}' was not deleted first before being "
+                                    "permanently deleted")
+        else:
+            found = self.version(subject, version, deleted=permanent)
+            targets = [found]
+            if permanent and not found.deleted:
+                raise RegistryError(404, 40407, f"Subject '{subject}' Version {found.version} was not deleted "
+                                    "first before being permanently deleted")
+        if not permanent:
+            targets = [v for v in targets if not v.deleted]
+        for v in targets:
+            users = self.referenced_by(subject, v.version)
+            if users:
+                raise RegistryError(422, 42206, f"One or more references exist to the schema {{subject={subject},"
+                                    f"version={v.version}}}: schema ids {users}")
+        writes = []
+        for v in targets:
+            key = _schema_key(subject, v.version, v.id, v.token)
+            if permanent:
+                writes.append(Write(key, None))
+            else:
+                stored = self.schemas[v.id]
+                writes.append(Write(key, {"subject": subject, "version": v.version, "id": v.id,
+                                          **stored.body(), "schemaType": stored.schema_type, "deleted": True}))
+        return [v.version for v in targets], writes
+
+    def _live(self, subject: str) -> list[Version]:
+        return sorted((v for v in self.subjects.get(subject, {}).values() if not v.deleted), key=lambda v: v.version)
+
+    def _id_of(self, text: str, schema_type: str, references: tuple[tuple[str, str, int], ...]) -> int:
+        wanted = _normalise(text), schema_type, references
+        for stored in self.schemas.values():
+            if (_normalise(stored.schema), stored.schema_type, stored.references) == wanted:
+                return stored.id
+        return self.max_id + 1
+
+
+def config_write(subject: str | None, level: str | None) -> Write:
+    if level is not None and level not in LEVELS:
+        raise RegistryError(422, 42203, f"Invalid compatibility level {level!r}; one of {', '.join(LEVELS)}")
+    return Write({"keytype": "CONFIG", "subject": subject, "magic": 0},
+                 None if level is None else {"compatibilityLevel": level})
+
+
+def _schema_key(subject: str, version: int, schema_id: int, token: str) -> dict[str, Any]:
+    return {"keytype": "SCHEMA", "subject": subject, "version": version, "id": schema_id, "token": token, "magic": 1}
+
+
+def _refs(refs: list[dict[str, Any]] | None) -> tuple[tuple[str, str, int], ...]:
+    try:
+        return tuple((str(r["name"]), str(r["subject"]), int(r["version"])) for r in refs or [])
+    except (KeyError, TypeError, ValueError):
+        raise RegistryError(422, 42201, "Invalid schema: each reference needs a name, a subject and a version") \
+            from None
+
+
+def _normalise(text: str) -> str:
+    """Whitespace and key order do not make a schema new."""
+    try:
+        return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        return text
+
+
+class _absent:
+    """Suppress 'not found' from a lookup: the schema is new to the subject."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+        return isinstance(exc, RegistryError) and exc.code in (40401, 40403)
+
+
+__all__ = ["InvalidSchema", "RegistryError", "SchemaStore", "Write", "config_write"]

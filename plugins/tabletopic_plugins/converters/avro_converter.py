@@ -1,0 +1,123 @@
+"""Confluent's ``io.confluent.connect.avro.AvroConverter``: Schema Registry wire format, decoded with fastavro.
+
+Each value is a magic byte 0, a 4-byte big-endian schema id, then the Avro
+binary body.  A batch is grouped by schema id; each id's schema is fetched
+once (references included), compiled once for fastavro and for Arrow, and
+its records become one Arrow table, so records written with different
+schema versions reach the table as separate parts and drive schema evolution.
+
+Record-level problems (no magic byte, an id the registry does not know, a body
+that does not decode) are failures for ``errors.tolerance``; a registry that
+cannot be reached stops the connector instead (see ``registry_client``).
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import fastavro
+import pyarrow as pa
+
+from tabletopic.convert.converter import ConvertResult, Failure
+from tabletopic.registry.avro_schema import InvalidSchema, resolve
+from tabletopic_plugins.converters.avro_arrow import Fix, record_columns
+from tabletopic_plugins.converters.registry_client import FetchedSchema, RegistryClient, SchemaNotFound
+
+_MAGIC = 0
+_HEADER = 5
+_ID = struct.Struct(">I")
+
+
+@dataclass
+class _Compiled:
+    parsed: Any  # fastavro's parsed schema
+    arrow: pa.Schema
+    fix: Fix | None
+
+
+class AvroConverter:
+    def __init__(self) -> None:
+        self.client: RegistryClient | None = None
+        self._compiled: dict[int, _Compiled | str] = {}  # a str says why the id cannot be used
+
+    def configure(self, props: Mapping[str, str], is_key: bool) -> None:
+        self.client = RegistryClient.from_props(props)
+
+    def convert(self, topic: str, data: Sequence[bytes]) -> ConvertResult:
+        groups: dict[int, list[int]] = {}
+        result = ConvertResult()
+        for i, value in enumerate(data):
+            if len(value) < _HEADER or value[0] != _MAGIC:
+                result.failures.append(Failure(i, "not in the Schema Registry wire format (no magic byte 0 and "
+                                                  "schema id); was it written with an Avro serializer?"))
+                continue
+            groups.setdefault(_ID.unpack_from(value, 1)[0], []).append(i)
+        for schema_id, indexes in groups.items():
+            compiled = self._compile(schema_id)
+            if isinstance(compiled, str):
+                result.failures.extend(Failure(i, compiled) for i in indexes)
+                continue
+            self._decode(compiled, schema_id, data, indexes, result)
+        result.failures.sort(key=lambda f: f.index)
+        return result
+
+    def _decode(self, compiled: _Compiled, schema_id: int, data: Sequence[bytes], indexes: list[int],
+                result: ConvertResult) -> None:
+        rows: list[Any] = []
+        kept: list[int] = []
+        reader, parsed, fix = fastavro.schemaless_reader, compiled.parsed, compiled.fix
+        for i in indexes:
+            buffer = io.BytesIO(data[i])
+            buffer.seek(_HEADER)
+            try:
+                row = reader(buffer, parsed, None)
+                if buffer.tell() != len(data[i]):
+                    raise ValueError(f"{len(data[i]) - buffer.tell()} bytes left after the record")
+                rows.append(fix(row) if fix is not None else row)
+                kept.append(i)
+            except Exception as exc:  # fastavro raises many types for a corrupt body
+                result.failures.append(Failure(i, f"Avro body does not decode with schema id {schema_id}: "
+                                                  f"{type(exc).__name__}: {exc}"))
+        if rows:
+            try:
+                table = pa.Table.from_pylist(rows, schema=compiled.arrow)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+                result.failures.extend(Failure(i, f"schema id {schema_id}: {exc}") for i in kept)
+                return
+            result.parts.extend(ConvertResult.single(table, kept).parts)
+
+    def _compile(self, schema_id: int) -> _Compiled | str:
+        found = self._compiled.get(schema_id)
+        if found is None:
+            assert self.client is not None, "configure() first"
+            try:
+                fetched = self.client.by_id(schema_id)
+                named: dict[str, Any] = {}
+                known: dict[str, Any] = {}
+                self._references(fetched, named, known, depth=0)
+                schema = resolve(fetched.schema, known)
+                arrow, fix = record_columns(schema)
+                parsed = fastavro.parse_schema(fetched.schema, named_schemas=named)
+                found = _Compiled(parsed, arrow, fix)
+            except SchemaNotFound as exc:
+                found = f"schema id {schema_id} is not in the Schema Registry ({exc})"
+            except (InvalidSchema, fastavro.schema.SchemaParseException, KeyError, TypeError, ValueError) as exc:
+                found = f"schema id {schema_id} cannot be used: {exc}"
+            self._compiled[schema_id] = found
+        return found
+
+    def _references(self, fetched: FetchedSchema, named: dict[str, Any], known: dict[str, Any], depth: int) -> None:
+        """Parse referenced schemas first, deepest first, so their named types are known."""
+        if depth > 32:
+            raise InvalidSchema("schema references nest deeper than 32")
+        assert self.client is not None
+        for _name, subject, version in fetched.references:
+            target = self.client.by_version(subject, version)
+            self._references(target, named, known, depth + 1)
+            fastavro.parse_schema(target.schema, named_schemas=named)
+            known.update(resolve(target.schema, known).names)
+

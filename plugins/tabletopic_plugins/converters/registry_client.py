@@ -1,0 +1,110 @@
+"""A small, synchronous Schema Registry client for converters: schemas by id, with their references.
+
+Ids never change their schema, so every answer is cached for the life of the
+converter and the registry is asked once per id.  A registry that is down is
+not a bad record: :class:`RegistryUnavailable` stops the connector with its
+offsets unmoved, where a record-level failure would send good data to the
+dead-letter topic.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+_ATTEMPTS = 3
+
+
+class SchemaNotFound(LookupError):
+    pass
+
+
+class RegistryUnavailable(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class FetchedSchema:
+    id: int
+    schema: Any  # the parsed JSON
+    references: tuple[tuple[str, str, int], ...]  # (name, subject, version)
+
+
+class RegistryClient:
+    def __init__(self, urls: list[str], timeout_s: float = 5.0, auth: str | None = None) -> None:
+        if not urls:
+            raise ValueError("schema.registry.url is required")
+        self._urls = [u.rstrip("/") for u in urls]
+        self._timeout = timeout_s
+        self._headers = {"Accept": "application/vnd.schemaregistry.v1+json, application/json"}
+        if auth:
+            self._headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
+        self._by_id: dict[int, FetchedSchema] = {}
+        self._by_version: dict[tuple[str, int], FetchedSchema] = {}
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, str]) -> RegistryClient:
+        urls = [u.strip() for u in props.get("schema.registry.url", "").split(",") if u.strip()]
+        auth = props.get("basic.auth.user.info") if props.get("basic.auth.credentials.source", "URL") in (
+            "USER_INFO", "URL") else None
+        return cls(urls, float(props.get("schema.registry.request.timeout.ms", "5000")) / 1000, auth or None)
+
+    def by_id(self, schema_id: int) -> FetchedSchema:
+        found = self._by_id.get(schema_id)
+        if found is None:
+            body = self._get(f"/schemas/ids/{schema_id}")
+            found = self._by_id[schema_id] = _fetched(schema_id, body)
+        return found
+
+    def by_version(self, subject: str, version: int) -> FetchedSchema:
+        found = self._by_version.get((subject, version))
+        if found is None:
+            body = self._get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{version}")
+            found = self._by_version[(subject, version)] = _fetched(int(body["id"]), body)
+        return found
+
+    def _get(self, path: str) -> dict[str, Any]:
+        last: Exception | None = None
+        for attempt in range(_ATTEMPTS):
+            for base in self._urls:
+                request = urllib.request.Request(base + path, headers=self._headers)
+                try:
+                    with urllib.request.urlopen(request, timeout=self._timeout) as response:
+                        body = json.loads(response.read())
+                        if not isinstance(body, dict):
+                            raise RegistryUnavailable(f"{base}{path} answered with {body!r}")
+                        return body
+                except urllib.error.HTTPError as exc:
+                    if exc.code == 404:
+                        raise SchemaNotFound(_message(exc)) from None
+                    if exc.code in (401, 403):
+                        raise RegistryUnavailable(f"the Schema Registry at {base} refused access ({exc.code}); "
+                                                  "check basic.auth.user.info") from None
+                    last = exc
+                except (urllib.error.URLError, OSError, ValueError) as exc:
+                    last = exc
+            time.sleep(0.2 * (attempt + 1))
+        raise RegistryUnavailable(f"the Schema Registry at {', '.join(self._urls)} is not reachable ({last}); "
+                                  "check schema.registry.url and that the registry is up")
+
+
+def _fetched(schema_id: int, body: dict[str, Any]) -> FetchedSchema:
+    kind = body.get("schemaType") or "AVRO"
+    if kind != "AVRO":
+        raise SchemaNotFound(f"schema id {schema_id} is a {kind} schema, not Avro")
+    refs = tuple((str(r["name"]), str(r["subject"]), int(r["version"])) for r in body.get("references") or [])
+    return FetchedSchema(schema_id, json.loads(body["schema"]), refs)
+
+
+def _message(exc: urllib.error.HTTPError) -> str:
+    try:
+        return str(json.loads(exc.read()).get("message", exc.reason))
+    except (ValueError, AttributeError):
+        return str(exc.reason)
