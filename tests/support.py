@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from tabletopic.demo.broker import create_topic as create_topic_async
 from tabletopic.write.spark_session import SparkRuntime
@@ -54,6 +54,29 @@ def produce(bootstrap: str, topic: str, records: Iterable[Record],
         finally:
             await producer.stop()
         return count
+    return asyncio.run(go())
+
+
+def read_topic(bootstrap: str, topic: str, expected: int) -> list[tuple[bytes | None, dict[str, bytes]]]:
+    """Every record of a topic, with its headers, once ``expected`` have arrived (and nothing more after)."""
+    async def go() -> list[tuple[bytes | None, dict[str, bytes]]]:
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                    enable_auto_commit=False, group_id=None)
+        await consumer.start()
+        out: list[tuple[bytes | None, dict[str, bytes]]] = []
+        try:
+            for _ in range(40):
+                batch = await consumer.getmany(timeout_ms=500)
+                for records in batch.values():
+                    out.extend((r.value, dict(r.headers)) for r in records)
+                if len(out) >= expected:
+                    await asyncio.sleep(1)  # and make sure nothing more arrives
+                    for records in (await consumer.getmany(timeout_ms=500)).values():
+                        out.extend((r.value, dict(r.headers)) for r in records)
+                    break
+        finally:
+            await consumer.stop()
+        return out
     return asyncio.run(go())
 
 
@@ -225,6 +248,7 @@ def run_in_process(spark: SparkRuntime, worker: dict[str, Any], connectors: list
         runner = asyncio.ensure_future(daemon.run())
         deadline = time.monotonic() + timeout
         pending_during = during
+        timed_out = False
         try:
             while not runner.done():
                 await asyncio.sleep(0.3)
@@ -235,9 +259,14 @@ def run_in_process(spark: SparkRuntime, worker: dict[str, Any], connectors: list
                     if until(daemon):
                         break
                 if time.monotonic() > deadline:
-                    raise AssertionError(f"in-process daemon: condition not met in {timeout:.0f}s")
+                    timed_out = True
+                    break
         finally:
             daemon.stop_requested.set()
-        return await runner
+        # Let the daemon shut down as it would on SIGTERM, so a failing test leaves nothing running.
+        code = await asyncio.wait_for(runner, 150)
+        if timed_out:
+            raise AssertionError(f"in-process daemon: condition not met in {timeout:.0f}s (it exited {code})")
+        return code
 
     return asyncio.run(go()), daemon

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
-
-from aiokafka import AIOKafkaConsumer
 
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
@@ -14,6 +11,7 @@ from tests.support import (
     Warehouse,
     create_topic,
     produce,
+    read_topic,
     run_in_process,
     unique,
     wait_until,
@@ -30,28 +28,6 @@ BAD = [
     b"[1, 2, 3]",                                        # JSON, but not an object
     json.dumps({"id": 5000, "amount": "lots"}).encode(),  # an object that does not fit the table
 ]
-
-
-def _read_topic(bootstrap: str, topic: str, expected: int) -> list[tuple[bytes | None, dict[str, bytes]]]:
-    async def go() -> list[tuple[bytes | None, dict[str, bytes]]]:
-        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                    enable_auto_commit=False, group_id=None)
-        await consumer.start()
-        out: list[tuple[bytes | None, dict[str, bytes]]] = []
-        try:
-            for _ in range(40):
-                batch = await consumer.getmany(timeout_ms=500)
-                for records in batch.values():
-                    out.extend((r.value, dict(r.headers)) for r in records)
-                if len(out) >= expected:
-                    await asyncio.sleep(1)  # and make sure nothing more arrives
-                    for records in (await consumer.getmany(timeout_ms=500)).values():
-                        out.extend((r.value, dict(r.headers)) for r in records)
-                    break
-        finally:
-            await consumer.stop()
-        return out
-    return asyncio.run(go())
 
 
 def _make_table(warehouse: Warehouse, table: str) -> None:
@@ -83,7 +59,7 @@ def test_tolerance_all_sends_bad_records_to_the_dead_letter_topic(
     assert code == 0
     got = warehouse.sql(f"SELECT count(*), count(DISTINCT id), sum(amount), min(id), max(id) FROM {{c}}.{table}")[0]
     assert tuple(got) == (3000, 3000, sum(i * 10 for i in range(3000)), 0, 2999)
-    dead = _read_topic(bootstrap, dlq, len(BAD))
+    dead = read_topic(bootstrap, dlq, len(BAD))
     assert sorted(v for v, _ in dead) == sorted(BAD)
     for _, headers in dead:
         assert headers["origin"] == b"test"  # the record's own headers are kept
@@ -131,4 +107,4 @@ def test_tolerance_none_stops_before_the_bad_record_and_resumes_when_allowed(
     assert daemon.terminate() == 0
     ids = sorted(r.id for r in warehouse.rows(table, "id"))
     assert ids == list(range(400))
-    assert [v for v, _ in _read_topic(bootstrap, dlq, 1)] == [BAD[0]]
+    assert [v for v, _ in read_topic(bootstrap, dlq, 1)] == [BAD[0]]

@@ -96,3 +96,28 @@ def test_a_writer_whose_table_moved_on_is_fenced(bootstrap: str, spark: SparkRun
     assert ids == list(range(100)) + list(range(150, 200))
     labels = {"connector": connector["name"], "table": table}
     assert daemon.registry.get_sample_value("tabletopic_commit_failures_total", labels) >= 1
+
+
+def test_a_failed_write_reads_its_records_again(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
+    """The table has no offsets yet, so only the sink itself knows where its uncommitted records began."""
+    topic, table = unique("rewrite"), "life.rewrite"
+    create_topic(bootstrap, topic, 2)
+    warehouse.sql(f"CREATE TABLE {{c}}.{table} (id bigint, v string) USING iceberg")
+    blocker = Path(warehouse.location(table)) / "data"
+    blocker.write_text("a file where the data directory goes: every write fails until it is removed")
+    produce(bootstrap, topic, _records(0, 300, partitions=2))
+    connector = _connector(topic, table, warehouse, **{"iceberg.control.commit.interval-ms": "700"})
+    state: dict[str, Any] = {"failed": 0}
+
+    def step(daemon: Any) -> bool:
+        task = daemon.connectors[0].task
+        if task.last_barrier_error and "writing files failed" in task.last_barrier_error and blocker.exists():
+            state["failed"] += 1
+            if state["failed"] >= 2:
+                blocker.unlink()
+        return sum(task.coordinator.table_offsets.get(table, {}).values()) >= 300
+
+    code, _ = run_in_process(spark, worker_props(bootstrap), [connector], until=step, timeout=180)
+    assert code == 0 and state["failed"] >= 2
+    ids = sorted(r.id for r in warehouse.rows(table, "id"))
+    assert ids == list(range(300))

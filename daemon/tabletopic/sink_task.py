@@ -127,7 +127,7 @@ class SinkTask:
             staged = {t: [p.take(~np.isin(p.rows, bad)) for p in parts] for t, parts in staged.items()}
         for table, parts in staged.items():
             self.worker.buffer(table, [p for p in parts if len(p)])
-        self.worker.advance(tp, raw.next_offset)
+        self.worker.advance(tp, int(raw.offsets[0]), raw.next_offset)
         self.metrics.buffered_records.set(self.worker.buffered_records)
         self.metrics.buffered_bytes.set(self.worker.buffered_bytes)
         self.worker.maybe_flush()
@@ -195,6 +195,7 @@ class SinkTask:
                 self.last_barrier_error = "; ".join(f"{t}: {why}" for t, why in result.failed.items())
                 return result
             self.last_barrier_error = None
+            self.worker.committed(complete.positions)
             positions = {tp: o for tp, o in complete.positions.items() if tp in self.assigned}
             if positions and self._group_commit is not None:
                 try:
@@ -234,6 +235,8 @@ class SinkTask:
             candidates = [offsets[tp] for offsets in floors.values() if tp in offsets]
             if tp in group:
                 candidates.append(group[tp])
+            if tp in self.worker.uncommitted_from:  # after a failed write: from its first record
+                candidates.append(self.worker.uncommitted_from[tp])
             if not candidates:
                 continue
             start = min(candidates)

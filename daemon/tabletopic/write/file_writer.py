@@ -48,16 +48,16 @@ class FileWriter:
         writer = self._spark.jvm.tabletopic.SinkWriter
         operation = str(uuid.uuid4())
         if not handle.keyed:
-            files = writer.writeDataFiles(self._spark.dataframe_from_arrow(rows)._jdf, handle.java, operation,
-                                          self._write_props)
+            files = writer.writeDataFiles(self._spark.dataframe_from_arrow(rows)._jdf, handle.java, handle.schema_id,
+                                          operation, self._write_props)
             return WrittenFiles(handle.name, files, int(files.size()), drained.records, drained.max_timestamp_ms,
                                 time.monotonic() - started)
         inserts, keys = reduce_changes(rows, drained.ops, drained.order, handle.id_columns)
         files = writer.writeEqualityDeletes(self._spark.dataframe_from_arrow(keys)._jdf, handle.java,
                                             handle.delete_spec_id, handle.equality_ids, operation, self._write_props)
         if inserts.num_rows:
-            data = writer.writeDataFiles(self._spark.dataframe_from_arrow(inserts)._jdf, handle.java, operation,
-                                         self._write_props)
+            data = writer.writeDataFiles(self._spark.dataframe_from_arrow(inserts)._jdf, handle.java,
+                                         handle.schema_id, operation, self._write_props)
             files = writer.concat(data, files)
         return WrittenFiles(handle.name, files, int(files.size()), inserts.num_rows, drained.max_timestamp_ms,
                             time.monotonic() - started, deletes=keys.num_rows)

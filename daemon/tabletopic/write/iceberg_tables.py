@@ -228,7 +228,9 @@ class IcebergTables:
                 raise TableError(f"cannot create table {name}: id columns {missing} are not in the first records "
                                  f"(fields: {schema.names})")
             schema = pa.schema([f.with_nullable(False) if f.name in id_columns else f for f in schema])
-        struct = jvm.org.apache.spark.sql.types.DataType.fromJson(from_arrow_schema(schema).json())
+        # A zone-less Arrow timestamp (Avro's local-timestamp) is Iceberg's timestamp, not timestamptz.
+        spark_type = from_arrow_schema(schema, prefer_timestamp_ntz=True)
+        struct = jvm.org.apache.spark.sql.types.DataType.fromJson(spark_type.json())
         iceberg_schema = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(struct)
         spec = self._spec(iceberg_schema, name)
         props = {"format-version": "2", **self._config.auto_create_props}

@@ -129,7 +129,7 @@ class SparkRuntime:
         an Arrow IPC stream in a temp file, one record batch per Spark partition.
         """
         session = self.activate()
-        schema = from_arrow_schema(table.schema)
+        schema = from_arrow_schema(table.schema, prefer_timestamp_ntz=True)  # a zone-less timestamp stays one
         if table.num_rows and table.column(0).num_chunks > _MAX_TASKS:
             # Each chunk would become a Spark task and at least one file: merge the small
             # chunks that buffering leaves behind (one per fetch) before splitting evenly.

@@ -44,6 +44,9 @@ class Worker:
         self._evolve_schema = evolve_schema
         self.buffers: dict[str, TableBuffer] = {}
         self.positions: dict[TopicPartition, int] = {}
+        # Per partition, the first offset accepted and not yet in a committed snapshot. A failed
+        # write must re-read from here: the tables may know nothing of the partition yet.
+        self.uncommitted_from: dict[TopicPartition, int] = {}
         self._pending: dict[str, list[WrittenFiles]] = {}
         self._write_lock = asyncio.Lock()
         self._flushes: set[asyncio.Task[None]] = set()
@@ -135,7 +138,8 @@ class Worker:
         return self._conform(handle, records.take(mask), failures) + \
             self._conform(handle, records.take(~mask), failures)
 
-    def advance(self, tp: TopicPartition, next_offset: int) -> None:
+    def advance(self, tp: TopicPartition, first_offset: int, next_offset: int) -> None:
+        self.uncommitted_from.setdefault(tp, first_offset)
         if next_offset > self.positions.get(tp, -1):
             self.positions[tp] = next_offset
 
@@ -231,9 +235,19 @@ class Worker:
                 log.info("dropped buffered rows of revoked partitions", table=buffer.table, records=dropped)
         for tp in gone:
             self.positions.pop(tp, None)
+            self.uncommitted_from.pop(tp, None)
+
+    def committed(self, positions: dict[TopicPartition, int]) -> None:
+        """A snapshot now holds everything below ``positions``."""
+        for tp, offset in positions.items():
+            if tp in self.uncommitted_from:
+                self.uncommitted_from[tp] = max(self.uncommitted_from[tp], offset)
 
     def reset(self) -> None:
-        """Drop everything not committed (after a fenced commit); positions are re-read from the tables."""
+        """Drop everything not committed (after a failed or fenced commit).
+
+        Positions are decided again from the tables and ``uncommitted_from``, which stays.
+        """
         self._flush_error = None
         for buffer in self.buffers.values():
             buffer.clear()

@@ -42,10 +42,19 @@ import org.apache.spark.sql.types.StructType;
 public final class SinkWriter {
   private SinkWriter() {}
 
-  /** Writes the rows of {@code rows} (already in the table's column order) as data files. */
+  /**
+   * Writes the rows of {@code rows} (already in the shape of schema {@code schemaId}) as data files.
+   *
+   * <p>The schema is named, not taken from the table: the table may evolve while the files are
+   * written, and the rows keep the shape they were given.
+   */
   public static List<ContentFile<?>> writeDataFiles(
-      Dataset<Row> rows, Table table, String operationId, Map<String, String> writeProps) {
-    return write(rows, table, table.schema(), table.spec().specId(), null, operationId, writeProps);
+      Dataset<Row> rows, Table table, int schemaId, String operationId, Map<String, String> writeProps) {
+    Schema schema = table.schemas().get(schemaId);
+    if (schema == null) {
+      throw new IllegalArgumentException("table " + table.name() + " has no schema " + schemaId);
+    }
+    return write(rows, table, schema, table.spec().specId(), null, operationId, writeProps);
   }
 
   /**
@@ -59,7 +68,7 @@ public final class SinkWriter {
       List<Integer> fieldIds,
       String operationId,
       Map<String, String> writeProps) {
-    Schema deleteSchema = table.schema().select(keys.columns());
+    Schema deleteSchema = table.schema().select(keys.columns()); // id columns never change type
     int[] ids = fieldIds.stream().mapToInt(Integer::intValue).toArray();
     return write(keys, table, deleteSchema, specId, ids, operationId, writeProps);
   }

@@ -1,0 +1,261 @@
+"""Avro through the sink: confluent-kafka's serializer, the built-in registry, tables made and evolved from schemas."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import decimal
+import json
+import struct
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from tabletopic.demo.broker import free_port
+from tabletopic.write.spark_session import SparkRuntime
+from tests.support import (
+    Warehouse,
+    create_topic,
+    duckdb_connection,
+    produce,
+    read_topic,
+    run_in_process,
+    unique,
+    worker_props,
+)
+
+AVRO = "io.confluent.connect.avro.AvroConverter"
+
+
+def _registry_worker(bootstrap: str) -> tuple[dict[str, Any], str]:
+    url = f"http://127.0.0.1:{free_port()}"
+    return worker_props(bootstrap, **{"schema.registry.listeners": url, "schema.registry.topic": unique("_schemas"),
+                                      "value.converter": AVRO}), url
+
+
+def _serializer(url: str, schema: dict[str, Any]) -> Callable[[str, dict[str, Any]], bytes]:
+    serializer = AvroSerializer(SchemaRegistryClient({"url": url}), json.dumps(schema))
+    return lambda topic, value: serializer(value, SerializationContext(topic, MessageField.VALUE))  # type: ignore
+
+
+def _done(table: str, n: int) -> Callable[[Any], bool]:
+    return lambda d: sum(d.connectors[0].task.coordinator.table_offsets.get(table, {}).values()) >= n
+
+
+def order_schema(version: int) -> dict[str, Any]:
+    customer: list[dict[str, Any]] = [{"name": "name", "type": "string"}]
+    if version >= 2:
+        customer.append({"name": "email", "type": ["null", "string"], "default": None})
+    fields: list[dict[str, Any]] = [
+        {"name": "id", "type": "long"},
+        {"name": "amount", "type": "int" if version == 1 else "long"},
+        {"name": "customer", "type": {"type": "record", "name": "Customer", "fields": customer}},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]
+    if version >= 3:
+        fields.append({"name": "note", "type": ["null", "string"], "default": None})
+    return {"type": "record", "name": "Order", "namespace": "shop", "fields": fields}
+
+
+def order(version: int, i: int) -> dict[str, Any]:
+    customer: dict[str, Any] = {"name": f"c{i}"}
+    if version >= 2:
+        customer["email"] = f"c{i}@example.org"
+    value: dict[str, Any] = {"id": i, "amount": i if version == 1 else 3_000_000_000 + i, "customer": customer,
+                             "at": datetime.datetime(2026, 11, 1, tzinfo=datetime.timezone.utc)
+                             + datetime.timedelta(seconds=i)}
+    if version >= 3:
+        value["note"] = f"n{i}"
+    return value
+
+
+def test_v1_v2_v3_from_the_registry_evolve_one_table(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
+    topic, table = unique("orders"), "avro.orders"
+    create_topic(bootstrap, topic, 2)
+    worker, url = _registry_worker(bootstrap)
+    connector = {"name": unique("avro"), "topics": topic, "iceberg.tables": table,
+                 "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.evolve-schema-enabled": "true",
+                 "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}
+
+    def send(version: int, ids: range) -> None:
+        serialize = _serializer(url, order_schema(version))  # registers the version, as producers do
+        produce(bootstrap, topic, [(None, serialize(topic, order(version, i)), i % 2) for i in ids])
+
+    versions: list[int] = []
+
+    async def during(daemon: Any) -> None:
+        for version, ids in ((1, range(0, 60)), (2, range(60, 120)), (3, range(120, 180))):
+            await asyncio.to_thread(send, version, ids)
+            await asyncio.sleep(1.5)  # let a commit land between versions, so the table evolves in place
+        client = SchemaRegistryClient({"url": url})
+        versions.extend(await asyncio.to_thread(client.get_versions, f"{topic}-value"))
+
+    code, _ = run_in_process(spark, worker, [connector], until=_done(table, 180), during=during)
+    assert code == 0
+    rows = {r.id: r for r in warehouse.rows(table, "id, amount, customer, at, note")}
+    assert sorted(rows) == list(range(180))
+    assert rows[5].amount == 5 and rows[70].amount == 3_000_000_070
+    assert rows[5].customer.name == "c5" and rows[5].customer.email is None and rows[5].note is None
+    assert rows[70].customer.email == "c70@example.org" and rows[70].note is None
+    assert rows[150].note == "n150" and rows[150].customer.email == "c150@example.org"
+    java = warehouse.table(table)
+    assert str(java.schema().findField("amount").type()) == "long"
+    assert str(java.schema().findField("at").type()) == "timestamptz"
+    assert java.schema().findField("customer.email").isOptional() and java.schema().findField("note").isOptional()
+    live = {r[0] for r in warehouse.sql(f"SELECT file_path FROM {{c}}.{table}.files")}
+    ever = {r[0] for r in warehouse.sql(f"SELECT file_path FROM {{c}}.{table}.all_data_files")}
+    assert live == ever  # evolved without rewriting a data file
+    duck = duckdb_connection().execute(
+        "SELECT count(*), count(note), count(customer.email), sum(amount), min(\"at\") "
+        f"FROM iceberg_scan('{warehouse.location(table)}')").fetchone()
+    assert duck[:4] == (180, 60, 120, sum(range(60)) + sum(3_000_000_000 + i for i in range(60, 180)))
+    assert duck[4] == datetime.datetime(2026, 11, 1, tzinfo=datetime.timezone.utc)
+    assert versions == [1, 2, 3]
+
+
+EVERY_TYPE: dict[str, Any] = {"type": "record", "name": "Everything", "namespace": "t", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "flag", "type": "boolean"},
+    {"name": "i", "type": "int"},
+    {"name": "f", "type": "float"},
+    {"name": "d", "type": "double"},
+    {"name": "s", "type": "string"},
+    {"name": "b", "type": "bytes"},
+    {"name": "maybe", "type": ["null", "string"], "default": None},
+    {"name": "color", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "GREEN"]}},
+    {"name": "four", "type": {"type": "fixed", "name": "Four", "size": 4}},
+    {"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
+    {"name": "fdec", "type": {"type": "fixed", "name": "F8", "size": 8, "logicalType": "decimal",
+                              "precision": 12, "scale": 3}},
+    {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+    {"name": "tms", "type": {"type": "int", "logicalType": "time-millis"}},
+    {"name": "tus", "type": {"type": "long", "logicalType": "time-micros"}},
+    {"name": "tsm", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "tsu", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+    {"name": "local", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
+    {"name": "uid", "type": {"type": "string", "logicalType": "uuid"}},
+    {"name": "tags", "type": {"type": "array", "items": "string"}},
+    {"name": "attrs", "type": {"type": "map", "values": "long"}},
+    {"name": "inner", "type": {"type": "record", "name": "Inner", "fields": [
+        {"name": "x", "type": "int"}, {"name": "shade", "type": "Color"},
+        {"name": "when", "type": ["null", {"type": "int", "logicalType": "date"}], "default": None}]}},
+    {"name": "inners", "type": {"type": "array", "items": "Inner"}},
+    {"name": "either", "type": ["null", "long", "string"], "default": None},
+]}
+
+
+def every(i: int) -> dict[str, Any]:
+    utc = datetime.timezone.utc
+    return {"id": i, "flag": i % 2 == 0, "i": -i, "f": 1.5, "d": i / 4, "s": f"s{i}", "b": bytes([i, 255]),
+            "maybe": None if i % 2 else f"m{i}", "color": "GREEN", "four": b"abcd",
+            "dec": decimal.Decimal(f"{i}.25"), "fdec": decimal.Decimal("-12.345"),
+            "day": datetime.date(2026, 1, 1 + i), "tms": datetime.time(1, 2, 3, 4000),
+            "tus": datetime.time(23, 59, 59, 999_999), "tsm": datetime.datetime(2026, 5, 6, 7, 8, 9, 10_000, utc),
+            "tsu": datetime.datetime(2026, 5, 6, 7, 8, 9, 123_456, utc),
+            "local": datetime.datetime(2026, 5, 6, 7, 8, 9, 123_456), "uid": uuid.UUID(int=i),
+            "tags": [f"t{i}", "x"], "attrs": {"k": i}, "inner": {"x": i, "shade": "RED", "when": None},
+            "inners": [{"x": 1, "shade": "GREEN", "when": datetime.date(2026, 2, 2)}],
+            "either": i if i % 2 else f"e{i}"}
+
+
+def test_every_avro_type_lands_in_its_iceberg_type(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
+    topic, table = unique("every"), "avro.every"
+    create_topic(bootstrap, topic, 1)
+    worker, url = _registry_worker(bootstrap)
+    connector = {"name": unique("every"), "topics": topic, "iceberg.tables": table,
+                 "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000",
+                 **warehouse.connector_props()}
+
+    async def during(daemon: Any) -> None:
+        serialize = _serializer(url, EVERY_TYPE)
+        await asyncio.to_thread(produce, bootstrap, topic, [(None, serialize(topic, every(i)), 0) for i in range(3)])
+
+    code, _ = run_in_process(spark, worker, [connector], until=_done(table, 3), during=during)
+    assert code == 0
+    types = {f.name(): str(f.type()) for f in warehouse.table(table).schema().columns()}
+    assert types["i"] == "int" and types["f"] == "float" and types["b"] == "binary" and types["color"] == "string"
+    assert types["dec"] == "decimal(10, 2)" and types["fdec"] == "decimal(12, 3)" and types["day"] == "date"
+    assert types["tms"] == "long" and types["tsm"] == "timestamptz" and types["local"] == "timestamp"
+    assert types["attrs"] == "map<string, long>" and types["either"].startswith("struct<")
+    assert warehouse.table(table).schema().findField("maybe").isOptional()
+    assert warehouse.table(table).schema().findField("id").isRequired()
+    rows = {r.id: r.asDict(recursive=True) for r in warehouse.rows(table)}
+    one = rows[1]
+    assert one["flag"] is False and one["i"] == -1 and one["f"] == 1.5 and one["d"] == 0.25 and one["s"] == "s1"
+    assert one["b"] == bytes([1, 255]) and one["maybe"] is None and rows[2]["maybe"] == "m2"
+    assert one["color"] == "GREEN" and one["four"] == b"abcd"
+    assert one["dec"] == decimal.Decimal("1.25") and one["fdec"] == decimal.Decimal("-12.345")
+    assert one["day"] == datetime.date(2026, 1, 2)
+    assert one["tms"] == ((1 * 60 + 2) * 60 + 3) * 1_000_000 + 4000 and one["tus"] == 86_400_000_000 - 1
+    utc = datetime.timezone.utc
+    assert one["tsm"].astimezone(utc) == datetime.datetime(2026, 5, 6, 7, 8, 9, 10_000, utc)
+    assert one["tsu"].astimezone(utc) == datetime.datetime(2026, 5, 6, 7, 8, 9, 123_456, utc)
+    assert one["local"] == datetime.datetime(2026, 5, 6, 7, 8, 9, 123_456)
+    assert one["uid"] == str(uuid.UUID(int=1))
+    assert one["tags"] == ["t1", "x"] and one["attrs"] == {"k": 1}
+    assert one["inner"] == {"x": 1, "shade": "RED", "when": None}
+    assert one["inners"] == [{"x": 1, "shade": "GREEN", "when": datetime.date(2026, 2, 2)}]
+    assert one["either"] == {"long": 1, "string": None} and rows[2]["either"] == {"long": None, "string": "e2"}
+
+
+def test_poison_records_among_ten_thousand_good_ones(bootstrap: str, spark: SparkRuntime,
+                                                     warehouse: Warehouse) -> None:
+    topic, dlq, table = unique("avro_poison"), unique("avro_dlq"), "avro.poison"
+    create_topic(bootstrap, topic, 2)
+    create_topic(bootstrap, dlq, 1)
+    worker, url = _registry_worker(bootstrap)
+    schema = {"type": "record", "name": "Reading", "fields": [
+        {"name": "id", "type": "long"}, {"name": "value", "type": "double"}]}
+    good_total = 10_000
+    bad_values: list[bytes] = []
+    connector = {"name": unique("avro_poison"), "topics": topic, "iceberg.tables": table,
+                 "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000",
+                 **warehouse.connector_props()}
+    group = f"connect-{connector['name']}"
+
+    async def during(daemon: Any) -> None:
+        serialize = _serializer(url, schema)
+        good = [serialize(topic, {"id": i, "value": i / 2}) for i in range(good_total)]
+        schema_id = struct.unpack(">I", good[0][1:5])[0]
+        bad_values.extend([
+            b"\xde\xad\xbe\xef garbage",                                # no wire format at all
+            b"\x00" + struct.pack(">I", schema_id + 1000) + good[0][5:],  # a schema id no one registered
+            good[1][:7],                                                 # a body cut short
+            json.dumps({"id": 1, "value": "not a double"}).encode(),     # JSON written into an Avro topic
+        ])
+        records = [(None, v, i % 2) for i, v in enumerate(good)]
+        for n, bad in enumerate(bad_values):  # spread over both partitions, between good records
+            records.insert(1000 + n * 2500, (b"poison", bad, n % 2))
+        await asyncio.to_thread(produce, bootstrap, topic, records)
+
+    # errors.tolerance=none: the sink stops at the first bad record and commits nothing past it.
+    code, daemon = run_in_process(spark, worker, [connector], during=during,
+                                  until=lambda d: d.connectors[0].consumer.fatal is not None)
+    assert code == 1
+    message = str(daemon.connectors[0].consumer.fatal)
+    assert f"record {topic}[" in message and "failed in convert" in message and "errors.tolerance=all" in message
+    failed = daemon.connectors[0].consumer.fatal
+    committed = warehouse.offsets(table, group) if warehouse.exists(table) else {}
+    assert committed.get((failed.topic, failed.partition), 0) <= failed.offset
+
+    # The operator lets it skip: tolerance=all, with a dead-letter topic so no record is lost.
+    connector.update({"errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq,
+                      "errors.deadletterqueue.context.headers.enable": "true"})
+    total = good_total + len(bad_values)
+    code, daemon = run_in_process(spark, worker, [connector], until=_done(table, total))
+    assert code == 0
+    got = warehouse.sql(f"SELECT count(*), count(DISTINCT id), sum(value) FROM {{c}}.{table}")[0]
+    assert tuple(got) == (good_total, good_total, sum(i / 2 for i in range(good_total)))
+    dead = read_topic(bootstrap, dlq, len(bad_values))
+    assert sorted(v for v, _ in dead) == sorted(bad_values)
+    for _, headers in dead:
+        assert headers["__connect.errors.topic"] == topic.encode()
+        assert headers["__connect.errors.stage"] == b"VALUE_CONVERTER"
+        assert headers["__connect.errors.exception.message"]
+        assert int(headers["__connect.errors.offset"]) >= 0 and headers["__connect.errors.partition"] in (b"0", b"1")
+    reasons = {v: h["__connect.errors.exception.message"].decode() for v, h in dead}
+    assert "magic byte" in reasons[bad_values[0]] and "not in the Schema Registry" in reasons[bad_values[1]]
+    assert "does not decode" in reasons[bad_values[2]]
