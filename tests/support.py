@@ -249,6 +249,7 @@ def run_in_process(spark: SparkRuntime, worker: dict[str, Any], connectors: list
         deadline = time.monotonic() + timeout
         pending_during = during
         timed_out = False
+        error: Exception | None = None
         try:
             while not runner.done():
                 await asyncio.sleep(0.3)
@@ -261,10 +262,14 @@ def run_in_process(spark: SparkRuntime, worker: dict[str, Any], connectors: list
                 if time.monotonic() > deadline:
                     timed_out = True
                     break
+        except Exception as exc:  # the test's own check failed: still stop the daemon first
+            error = exc
         finally:
             daemon.stop_requested.set()
         # Let the daemon shut down as it would on SIGTERM, so a failing test leaves nothing running.
         code = await asyncio.wait_for(runner, 150)
+        if error is not None:
+            raise error
         if timed_out:
             raise AssertionError(f"in-process daemon: condition not met in {timeout:.0f}s (it exited {code})")
         return code

@@ -116,6 +116,27 @@ def test_unknown_converter() -> None:
     assert "org.apache.kafka.connect.json.JsonConverter" in message  # says what is available
 
 
+def test_avro_converter_without_a_registry() -> None:
+    message = problems(**{"value.converter": "io.confluent.connect.avro.AvroConverter"})
+    assert "value.converter.schema.registry.url" in message and "schema.registry.listeners" in message
+
+
+def test_avro_converter_uses_the_built_in_registry_or_its_own_url() -> None:
+    avro = {**GOOD, "value.converter": "io.confluent.connect.avro.AvroConverter"}
+    built_in = parse_worker({"bootstrap.servers": "127.0.0.1:9092", "schema.registry.listeners": "http://0.0.0.0:8081"})
+    assert parse_connector(avro, built_in).value_converter.props["schema.registry.url"] == "http://127.0.0.1:8081"
+    own = parse_connector({**avro, "value.converter.schema.registry.url": "http://registry:8081"}, built_in)
+    assert own.value_converter.props["schema.registry.url"] == "http://registry:8081"
+
+
+def test_registry_listener_and_compatibility_are_checked() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_worker({"schema.registry.listeners": "http://127.0.0.1:0", "schema.registry.compatibility": "LAX"})
+    message = str(err.value)
+    assert "schema.registry.listeners" in message and "port other than 0" in message
+    assert "schema.registry.compatibility='LAX'" in message and "FULL_TRANSITIVE" in message
+
+
 def test_transform_without_type() -> None:
     assert "transforms.meta.type: is required" in problems(transforms="meta")
 
