@@ -10,6 +10,7 @@ from tests.support import (
     DaemonProcess,
     Warehouse,
     create_topic,
+    json_envelope,
     produce,
     read_topic,
     run_in_process,
@@ -108,3 +109,36 @@ def test_tolerance_none_stops_before_the_bad_record_and_resumes_when_allowed(
     ids = sorted(r.id for r in warehouse.rows(table, "id"))
     assert ids == list(range(400))
     assert [v for v, _ in read_topic(bootstrap, dlq, 1)] == [BAD[0]]
+
+
+SCHEMA = {"type": "struct", "optional": False, "fields": [
+    {"field": "id", "type": "int64", "optional": False}, {"field": "amount", "type": "int64", "optional": False},
+    {"field": "note", "type": "string", "optional": True}]}
+
+
+def test_json_that_does_not_match_its_schema_goes_to_the_dead_letter_topic(
+        bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
+    topic, dlq, table = unique("mismatch"), unique("mismatch_dlq"), "dlq.mismatch"
+    create_topic(bootstrap, topic, 2)
+    create_topic(bootstrap, dlq, 1)
+    bad = [json_envelope(SCHEMA, {"id": 1, "amount": "a lot", "note": None}),  # a string in an int64 field
+           json_envelope(SCHEMA, {"id": 2, "amount": None, "note": "x"}),      # a required field left null
+           json_envelope({"type": "struct", "fields": [{"field": "id", "type": "uint128"}]}, {"id": 3})]
+    records = [(None, json_envelope(SCHEMA, {"id": i, "amount": i, "note": f"n{i}"}), i % 2) for i in range(10_000)]
+    for n, value in enumerate(bad):
+        records.insert(2000 + n * 3000, (None, value, n % 2))
+    produce(bootstrap, topic, records)
+    code, _ = run_in_process(spark, worker_props(bootstrap), [{
+        "name": unique("mismatch"), "topics": topic, "iceberg.tables": table,
+        "iceberg.tables.auto-create-enabled": "true", "errors.tolerance": "all",
+        "errors.deadletterqueue.topic.name": dlq, "errors.deadletterqueue.context.headers.enable": "true",
+        "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}],
+        until=lambda d: sum(d.connectors[0].task.coordinator.table_offsets.get(table, {}).values()) >= len(records))
+    assert code == 0
+    got = warehouse.sql(f"SELECT count(*), count(DISTINCT id), sum(amount) FROM {{c}}.{table}")[0]
+    assert tuple(got) == (10_000, 10_000, sum(range(10_000)))
+    dead = read_topic(bootstrap, dlq, len(bad))
+    assert sorted(v for v, _ in dead) == sorted(bad)
+    reasons = {v: h["__connect.errors.exception.message"].decode() for v, h in dead}
+    assert "does not match its schema" in reasons[bad[0]]
+    assert "required" in reasons[bad[1]] and "uint128" in reasons[bad[2]]
