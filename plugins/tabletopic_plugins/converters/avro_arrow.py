@@ -1,65 +1,103 @@
-"""Avro types as Arrow types, and the few decoded values Arrow cannot take as they are.
+"""Avro types as Arrow types, and how decoded records become those types.
 
-fastavro decodes logical types to Python objects that Arrow accepts directly
-(date, datetime, Decimal), except two: time of day, kept as microseconds since
-midnight in a long because Spark 3.5 can neither read nor write Iceberg's time
-type (the JsonConverter does the same), and uuid, kept as its string form.
-Unions of several non-null types become a struct with one field per branch,
-as Confluent's AvroConverter makes them.  Only columns that need a change get
-a ``fix`` function, so most records go to Arrow untouched.
+Decoding is fastavro's; building Python ``datetime`` objects for every
+timestamp, only for Arrow to take them apart again, is not.  So the schema
+fastavro decodes with (:func:`raw_schema`) drops the logical types of dates,
+times and timestamps, fastavro returns their integers, Arrow reads those as
+plain ints (the ``wire`` type) and :func:`finish` casts whole columns to the
+``final`` type.  Decimals and uuids keep fastavro's conversion.
+
+Time of day becomes microseconds since midnight in a long, because Spark 3.5
+can neither read nor write Iceberg's time type (the JsonConverter does the
+same).  Unions of several non-null types become a struct with one field per
+branch, as Confluent's AvroConverter makes them; picking the branch is the one
+step that stays per record (``fix``).
 """
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from tabletopic.registry.avro_schema import AvroSchema, InvalidSchema, deref, kind_of, short_name
+from tabletopic.registry.avro_schema import NAMED, PRIMITIVES, AvroSchema, InvalidSchema, deref, kind_of, short_name
 
 Fix = Callable[[Any], Any]
 TIMESTAMP_UTC = pa.timestamp("us", tz="UTC")
 _PLAIN = {"boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(), "float": pa.float32(),
           "double": pa.float64(), "bytes": pa.binary(), "string": pa.string(), "null": pa.string()}
 _MAX_DECIMAL_PRECISION = 38  # Iceberg's limit
+# Logical types decoded as their integers and finished by Arrow; (logical type, underlying type).
+_RAW = {("date", "int"), ("time-millis", "int"), ("time-micros", "long"), ("timestamp-millis", "long"),
+        ("timestamp-micros", "long"), ("local-timestamp-millis", "long"), ("local-timestamp-micros", "long"),
+        ("uuid", "string")}
+
+
+@dataclass
+class Column:
+    wire: pa.DataType  # what the decoded Python values are, as Arrow reads them
+    final: pa.DataType  # what the table gets
+    optional: bool
+    kind: str = "plain"  # plain, cast, millis (a timestamp in ms), time-millis, struct, list, map
+    children: list[tuple[str, Column]] = field(default_factory=list)
+    fix: Fix | None = None  # per-value work before Arrow (union branches only)
+
+    @property
+    def needs_finish(self) -> bool:
+        return self.wire != self.final or self.kind == "time-millis"
 
 
 @dataclass(frozen=True)
-class Column:
-    arrow: pa.DataType
-    optional: bool
-    fix: Fix | None = None
+class RecordShape:
+    """How decoded records of one schema become an Arrow table."""
+
+    wire: pa.Schema
+    final: pa.Schema
+    columns: list[Column]
+    fix: Fix | None  # per row, or None when no column needs Python work
+    record: bool  # False: a top-level primitive, wrapped as the column ``value``
+
+    def finish(self, table: pa.Table) -> pa.Table:
+        arrays = [finish(table.column(i).combine_chunks(), c) for i, c in enumerate(self.columns)]
+        return pa.Table.from_arrays(arrays, schema=self.final)
 
 
-def record_columns(schema: AvroSchema) -> tuple[pa.Schema, Fix | None]:
-    """The table schema for records of ``schema``, and a per-row fix if any column needs one.
+def raw_schema(node: Any) -> Any:
+    """A copy of an Avro schema (JSON) without the logical types that :func:`finish` applies instead."""
+    if isinstance(node, list):
+        return [raw_schema(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: raw_schema(v) if k in ("type", "items", "values") else v for k, v in node.items()}
+    if "fields" in node:
+        out["fields"] = [{**f, "type": raw_schema(f["type"])} for f in node["fields"]]
+    if (node.get("logicalType"), node.get("type")) in _RAW:
+        del out["logicalType"]
+    return out
 
-    A top-level schema that is not a record becomes one column, ``value``.
-    """
+
+def record_shape(schema: AvroSchema) -> RecordShape:
     node, namespace = deref(schema.root, None, schema)
     if kind_of(node) == "record":
-        fields = [(f["name"], compile_type(f["type"], namespace, schema)) for f in node["fields"]]
-        arrow = pa.schema([pa.field(n, c.arrow, nullable=c.optional) for n, c in fields])
-        fixes = [(n, c.fix) for n, c in fields if c.fix is not None]
-        if not fixes:
-            return arrow, None
-
-        def fix_row(row: dict[str, Any]) -> dict[str, Any]:
-            for name, fix in fixes:
-                value = row.get(name)
-                if value is not None:
-                    row[name] = fix(value)
-            return row
-        return arrow, fix_row
-    column = compile_type(schema.root, None, schema)
-    value_fix = column.fix
-    arrow = pa.schema([pa.field("value", column.arrow, nullable=column.optional)])
-    if value_fix is None:
-        return arrow, lambda value: {"value": value}
-    return arrow, lambda value: {"value": None if value is None else value_fix(value)}
+        named = [(f["name"], compile_type(f["type"], namespace, schema)) for f in node["fields"]]
+        record = True
+    else:
+        named = [("value", compile_type(schema.root, None, schema))]
+        record = False
+    wire = pa.schema([pa.field(n, c.wire) for n, c in named])
+    final = pa.schema([pa.field(n, c.final, nullable=c.optional) for n, c in named])
+    fixes = [(n, c.fix) for n, c in named if c.fix is not None]
+    fix: Fix | None = None
+    if not record:
+        value_fix = named[0][1].fix
+        fix = (lambda v: {"value": v}) if value_fix is None else \
+            (lambda v: {"value": None if v is None else value_fix(v)})
+    elif fixes:
+        fix = _struct_fix(fixes)
+    return RecordShape(wire, final, [c for _, c in named], fix, record)
 
 
 def compile_type(node: Any, namespace: str | None, schema: AvroSchema, depth: int = 0) -> Column:
@@ -72,36 +110,41 @@ def compile_type(node: Any, namespace: str | None, schema: AvroSchema, depth: in
         optional = len(branches) < len(node)
         if len(branches) == 1:
             inner = compile_type(branches[0], namespace, schema, depth + 1)
-            return Column(inner.arrow, optional, inner.fix)
+            inner.optional = optional
+            return inner
         return _union(branches, namespace, schema, depth, optional)
     if isinstance(node, str):
-        return Column(_PLAIN[node], node == "null")
+        return Column(_PLAIN[node], _PLAIN[node], node == "null")
     logical = node.get("logicalType")
     if logical is not None:
         column = _logical(node, kind, str(logical))
         if column is not None:
             return column
     if kind == "record":
-        fields = [(f["name"], compile_type(f["type"], namespace, schema, depth + 1)) for f in node["fields"]]
-        arrow = pa.struct([pa.field(n, c.arrow, nullable=True) for n, c in fields])
-        fixes = [(n, c.fix) for n, c in fields if c.fix is not None]
-        return Column(arrow, False, _struct_fix(fixes) if fixes else None)
-    if kind == "enum":
-        return Column(pa.string(), False)
-    if kind == "fixed":
-        return Column(pa.binary(), False)
+        children = [(f["name"], compile_type(f["type"], namespace, schema, depth + 1)) for f in node["fields"]]
+        fixes = [(n, c.fix) for n, c in children if c.fix is not None]
+        return Column(pa.struct([pa.field(n, c.wire) for n, c in children]),
+                      pa.struct([pa.field(n, c.final, nullable=True) for n, c in children]), False, "struct",
+                      children, _struct_fix(fixes) if fixes else None)
+    if kind in ("enum", "fixed"):
+        t = pa.string() if kind == "enum" else pa.binary()
+        return Column(t, t, False)
     if kind == "array":
         item = compile_type(node["items"], namespace, schema, depth + 1)
         item_fix = item.fix
         fix = None if item_fix is None else (lambda v: [None if x is None else item_fix(x) for x in v])
-        return Column(pa.list_(pa.field("element", item.arrow)), False, fix)
+        return Column(pa.list_(pa.field("element", item.wire)), pa.list_(pa.field("element", item.final)), False,
+                      "list", [("element", item)], fix)
     if kind == "map":
         value = compile_type(node["values"], namespace, schema, depth + 1)
         value_fix = value.fix
         fix = None if value_fix is None else (
             lambda m: {k: None if x is None else value_fix(x) for k, x in m.items()})
-        return Column(pa.map_(pa.string(), value.arrow), False, fix)
-    return Column(_PLAIN[kind], False)
+        return Column(pa.map_(pa.string(), value.wire), pa.map_(pa.string(), value.final), False, "map",
+                      [("value", value)], fix)
+    if kind in PRIMITIVES:
+        return Column(_PLAIN[kind], _PLAIN[kind], False)
+    raise InvalidSchema(f"unsupported Avro type {kind!r}")
 
 
 def _logical(node: dict[str, Any], kind: str, logical: str) -> Column | None:
@@ -110,24 +153,42 @@ def _logical(node: dict[str, Any], kind: str, logical: str) -> Column | None:
         precision, scale = int(node.get("precision", 0)), int(node.get("scale", 0))
         if not 0 < precision <= _MAX_DECIMAL_PRECISION:
             raise InvalidSchema(f"decimal precision {precision} is outside Iceberg's 1..38")
-        return Column(pa.decimal128(precision, scale), False)
-    if logical == "date" and kind == "int":
-        return Column(pa.date32(), False)
-    if (logical, kind) in (("time-millis", "int"), ("time-micros", "long")):
-        return Column(pa.int64(), False, _micros_of_day)
-    if logical in ("timestamp-millis", "timestamp-micros") and kind == "long":
-        return Column(TIMESTAMP_UTC, False)
-    if logical in ("local-timestamp-millis", "local-timestamp-micros") and kind == "long":
-        return Column(pa.timestamp("us"), False)
-    if logical == "uuid" and kind in ("string", "fixed"):
-        return Column(pa.string(), False, str)
-    return None
+        return Column(pa.decimal128(precision, scale), pa.decimal128(precision, scale), False)
+    if (logical, kind) not in _RAW:
+        return None
+    if logical == "date":
+        return Column(pa.int32(), pa.date32(), False, "cast")
+    if logical == "time-millis":
+        return Column(pa.int32(), pa.int64(), False, "time-millis")
+    if logical == "time-micros":
+        return Column(pa.int64(), pa.int64(), False)
+    if logical == "uuid":
+        return Column(pa.string(), pa.string(), False)
+    final = TIMESTAMP_UTC if logical.startswith("timestamp") else pa.timestamp("us")
+    return Column(pa.int64(), final, False, "millis" if logical.endswith("millis") else "cast")
 
 
-def _micros_of_day(value: Any) -> int:
-    if isinstance(value, datetime.time):
-        return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
-    return int(value)
+def finish(array: pa.Array, column: Column) -> pa.Array:
+    """Turn an array read with ``column.wire`` into ``column.final``, a whole column at a time."""
+    if not column.needs_finish:
+        return array
+    if column.kind == "millis":
+        return array.cast(pa.timestamp("ms", tz=column.final.tz)).cast(column.final)
+    if column.kind == "cast":
+        return array.cast(column.final)
+    if column.kind == "time-millis":
+        return pc.multiply(array.cast(pa.int64()), 1000)
+    if column.kind == "struct":
+        children = [finish(array.field(i), c) for i, (_, c) in enumerate(column.children)]
+        return pa.StructArray.from_arrays(children, fields=list(column.final), mask=array.is_null())
+    if column.kind == "list":
+        values = finish(array.flatten(), column.children[0][1])
+        offsets = pc.subtract(array.offsets, array.offsets[0])  # flatten() starts at the first offset
+        return pa.ListArray.from_arrays(offsets, values, type=column.final, mask=array.is_null())
+    if column.kind == "map":
+        items = finish(array.items, column.children[0][1])
+        return pa.MapArray.from_arrays(array.offsets, array.keys, items, type=column.final, mask=array.is_null())
+    return array.cast(column.final)
 
 
 def _struct_fix(fixes: list[tuple[str, Fix]]) -> Fix:
@@ -146,16 +207,17 @@ def _union(branches: list[Any], namespace: str | None, schema: AvroSchema, depth
     for branch in branches:
         node, _ = deref(branch, namespace, schema)
         kind = kind_of(node)
-        name = short_name(node) if kind in ("record", "enum", "fixed") else kind
+        name = short_name(node) if kind in NAMED else kind
         compiled.append((name, kind, compile_type(branch, namespace, schema, depth + 1), node))
-    arrow = pa.struct([pa.field(n, c.arrow, nullable=True) for n, _, c, _ in compiled])
 
     def pick(value: Any) -> dict[str, Any]:
         for name, kind, column, node in compiled:
             if _fits(value, kind, node):
                 return {name: column.fix(value) if column.fix else value}
         raise ValueError(f"value {value!r} matches no branch of its union")
-    return Column(arrow, optional, pick)
+    return Column(pa.struct([pa.field(n, c.wire) for n, _, c, _ in compiled]),
+                  pa.struct([pa.field(n, c.final, nullable=True) for n, _, c, _ in compiled]), optional, "struct",
+                  [(n, c) for n, _, c, _ in compiled], pick)
 
 
 def _fits(value: Any, kind: str, node: Any) -> bool:

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from tabletopic.convert.converter import ConvertResult, Failure
 from tabletopic.registry.avro_schema import InvalidSchema, resolve
-from tabletopic_plugins.converters.avro_arrow import Fix, record_columns
+from tabletopic_plugins.converters.avro_arrow import RecordShape, raw_schema, record_shape
 from tabletopic_plugins.converters.registry_client import FetchedSchema, RegistryClient, SchemaNotFound
 
 _MAGIC = 0
@@ -34,9 +34,8 @@ _ID = struct.Struct(">I")
 
 @dataclass
 class _Compiled:
-    parsed: Any  # fastavro's parsed schema
-    arrow: pa.Schema
-    fix: Fix | None
+    parsed: Any  # fastavro's parsed schema, without the logical types Arrow applies
+    shape: RecordShape
 
 
 class AvroConverter:
@@ -67,24 +66,29 @@ class AvroConverter:
 
     def _decode(self, compiled: _Compiled, schema_id: int, data: Sequence[bytes], indexes: list[int],
                 result: ConvertResult) -> None:
+        # One buffer for the whole group: a record's end must be where the next begins, which also
+        # catches a body that decodes but is too short or too long.
+        bodies = [memoryview(data[i])[_HEADER:] for i in indexes]
+        buffer = io.BytesIO(b"".join(bodies))
+        reader, parsed, fix = fastavro.schemaless_reader, compiled.parsed, compiled.shape.fix
         rows: list[Any] = []
         kept: list[int] = []
-        reader, parsed, fix = fastavro.schemaless_reader, compiled.parsed, compiled.fix
-        for i in indexes:
-            buffer = io.BytesIO(data[i])
-            buffer.seek(_HEADER)
+        end = 0
+        for i, body in zip(indexes, bodies, strict=True):
+            start, end = end, end + len(body)
             try:
                 row = reader(buffer, parsed, None)
-                if buffer.tell() != len(data[i]):
-                    raise ValueError(f"{len(data[i]) - buffer.tell()} bytes left after the record")
+                if buffer.tell() != end:
+                    raise ValueError(f"the record is {len(body)} bytes but its schema read {buffer.tell() - start}")
                 rows.append(fix(row) if fix is not None else row)
                 kept.append(i)
             except Exception as exc:  # fastavro raises many types for a corrupt body
                 result.failures.append(Failure(i, f"Avro body does not decode with schema id {schema_id}: "
                                                   f"{type(exc).__name__}: {exc}"))
+            buffer.seek(end)
         if rows:
             try:
-                table = pa.Table.from_pylist(rows, schema=compiled.arrow)
+                table = compiled.shape.finish(pa.Table.from_pylist(rows, schema=compiled.shape.wire))
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
                 result.failures.extend(Failure(i, f"schema id {schema_id}: {exc}") for i in kept)
                 return
@@ -100,9 +104,8 @@ class AvroConverter:
                 known: dict[str, Any] = {}
                 self._references(fetched, named, known, depth=0)
                 schema = resolve(fetched.schema, known)
-                arrow, fix = record_columns(schema)
-                parsed = fastavro.parse_schema(fetched.schema, named_schemas=named)
-                found = _Compiled(parsed, arrow, fix)
+                parsed = fastavro.parse_schema(raw_schema(fetched.schema), named_schemas=named)
+                found = _Compiled(parsed, record_shape(schema))
             except SchemaNotFound as exc:
                 found = f"schema id {schema_id} is not in the Schema Registry ({exc})"
             except (InvalidSchema, fastavro.schema.SchemaParseException, KeyError, TypeError, ValueError) as exc:
@@ -118,6 +121,6 @@ class AvroConverter:
         for _name, subject, version in fetched.references:
             target = self.client.by_version(subject, version)
             self._references(target, named, known, depth + 1)
-            fastavro.parse_schema(target.schema, named_schemas=named)
+            fastavro.parse_schema(raw_schema(target.schema), named_schemas=named)
             known.update(resolve(target.schema, known).names)
 
