@@ -259,3 +259,21 @@ def test_poison_records_among_ten_thousand_good_ones(bootstrap: str, spark: Spar
     reasons = {v: h["__connect.errors.exception.message"].decode() for v, h in dead}
     assert "magic byte" in reasons[bad_values[0]] and "not in the Schema Registry" in reasons[bad_values[1]]
     assert "does not decode" in reasons[bad_values[2]]
+
+
+def test_an_unreachable_registry_stops_the_connector_without_moving_offsets(
+        bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
+    topic, table = unique("noregistry"), "avro.noregistry"
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, [(None, b"\x00\x00\x00\x00\x01\x02", 0)])
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    connector = {"name": unique("noregistry"), "topics": topic, "iceberg.tables": table,
+                 "iceberg.tables.auto-create-enabled": "true", "value.converter": AVRO,
+                 "value.converter.schema.registry.url": url, "errors.tolerance": "all",
+                 "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}
+    code, daemon = run_in_process(spark, worker_props(bootstrap), [connector],
+                                  until=lambda d: d.connectors[0].consumer.fatal is not None)
+    assert code == 1
+    message = str(daemon.connectors[0].consumer.fatal)
+    assert url in message and "not reachable" in message
+    assert not warehouse.exists(table)  # not a bad record: nothing was skipped or committed

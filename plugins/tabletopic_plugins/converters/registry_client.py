@@ -51,10 +51,14 @@ class RegistryClient:
 
     @classmethod
     def from_props(cls, props: Mapping[str, str]) -> RegistryClient:
-        urls = [u.strip() for u in props.get("schema.registry.url", "").split(",") if u.strip()]
-        auth = props.get("basic.auth.user.info") if props.get("basic.auth.credentials.source", "URL") in (
-            "USER_INFO", "URL") else None
-        return cls(urls, float(props.get("schema.registry.request.timeout.ms", "5000")) / 1000, auth or None)
+        urls, auth = [], props.get("basic.auth.user.info") or None
+        for url in (u.strip() for u in props.get("schema.registry.url", "").split(",") if u.strip()):
+            parsed = urllib.parse.urlsplit(url)
+            if parsed.username is not None:  # basic.auth.credentials.source=URL: http://user:pass@host
+                auth = auth or f"{urllib.parse.unquote(parsed.username)}:{urllib.parse.unquote(parsed.password or '')}"
+                url = parsed._replace(netloc=parsed.netloc.rpartition("@")[2]).geturl()
+            urls.append(url)
+        return cls(urls, float(props.get("schema.registry.request.timeout.ms", "5000")) / 1000, auth)
 
     def by_id(self, schema_id: int) -> FetchedSchema:
         found = self._by_id.get(schema_id)
