@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -65,3 +67,48 @@ def test_join_revoke_and_crash_keep_every_record_once(bootstrap: str, warehouse:
     duck = duckdb_connection().execute(
         f"SELECT count(*), count(DISTINCT id) FROM iceberg_scan('{warehouse.location(table)}')").fetchone()
     assert tuple(duck) == (next_id, next_id)
+
+
+@pytest.mark.slow
+def test_a_frozen_daemon_cannot_commit_after_another_took_over(bootstrap: str, warehouse: Warehouse,
+                                                                 tmp_path: Path) -> None:
+    """A zombie: SIGSTOP with records buffered, another daemon takes its partitions, SIGCONT."""
+    topic, table = unique("zombie"), "group.zombie"
+    create_topic(bootstrap, topic, 2)
+    connector = {"name": unique("zombie"), "topics": topic, "iceberg.tables": table,
+                 "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
+                 "iceberg.control.commit.interval-ms": "5000", **warehouse.connector_props()}
+    group = f"connect-{connector['name']}"
+
+    def wave(start: int, n: int) -> None:
+        produce(bootstrap, topic, [(None, json.dumps({"id": i}).encode(), i % 2) for i in range(start, start + n)])
+
+    def committed() -> int:
+        return sum(warehouse.offsets(table, group).values())
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = DaemonProcess(tmp_path / "a", worker_props(bootstrap), [connector]).start()
+    wave(0, 3000)
+    wait_until(lambda: committed() == 3000, 120, "daemon A commits", a, every=0.1)
+    wave(3000, 3000)  # fetched and buffered by A, whose next barrier is about 5 s away
+    time.sleep(1.0)
+    assert a.proc is not None
+    os.kill(a.proc.pid, signal.SIGSTOP)
+    try:
+        assert committed() == 3000
+        b = DaemonProcess(tmp_path / "b", worker_props(bootstrap), [connector]).start()
+        # B gets both partitions once A's session expires, reads 3000 from the table, commits the rest.
+        wait_until(lambda: committed() == 6000, 180, "daemon B takes over", b)
+        wave(6000, 1000)
+        wait_until(lambda: committed() == 7000, 120, "daemon B goes on", b)
+    finally:
+        os.kill(a.proc.pid, signal.SIGCONT)
+    # A wakes with 3000 records buffered for partitions it no longer owns. Its commit must be refused.
+    wait_until(lambda: "commit fenced" in a.output(), 120, "daemon A's commit is refused", a)
+    wave(7000, 1000)
+    wait_until(lambda: committed() == 8000, 120, "every offset committed", b)
+    assert b.terminate() == 0, b.output()[-3000:]
+    assert a.terminate() == 0, a.output()[-3000:]
+    count, distinct = warehouse.sql(f"SELECT count(*), count(DISTINCT id) FROM {{c}}.{table}")[0]
+    assert (count, distinct) == (8000, 8000)
