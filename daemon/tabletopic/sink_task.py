@@ -233,9 +233,14 @@ class SinkTask:
         seeks: dict[TopicPartition, int] = {}
         for tp in tps:
             candidates = [offsets[tp] for offsets in floors.values() if tp in offsets]
+            recorded = bool(candidates)
             if tp in group:
                 candidates.append(group[tp])
-            if tp in self.worker.uncommitted_from:  # after a failed write: from its first record
+            if not recorded and tp in self.worker.uncommitted_from:
+                # No table records the partition yet (a write or a revocation's commit failed before
+                # the first one): only the sink knows where its dropped rows began. Once a table records
+                # it, its offset is at or below any uncommitted row, so an old value here cannot force a
+                # long replay after the partition spent a while with another member.
                 candidates.append(self.worker.uncommitted_from[tp])
             if not candidates:
                 continue

@@ -227,7 +227,12 @@ class Worker:
                              partition=tp[1], records=dropped)
 
     def release(self, tps: Iterable[TopicPartition]) -> None:
-        """Forget partitions that were revoked: their rows are re-read by their next owner."""
+        """Forget partitions that were revoked: their rows are re-read by their next owner.
+
+        ``uncommitted_from`` stays. If the revocation's barrier could not commit and a partition
+        comes back here before any table records it, the consumer's fetch position is past the rows
+        dropped now; only this offset says where they began.
+        """
         gone = set(tps)
         for buffer in self.buffers.values():
             dropped = buffer.discard(gone)
@@ -235,7 +240,6 @@ class Worker:
                 log.info("dropped buffered rows of revoked partitions", table=buffer.table, records=dropped)
         for tp in gone:
             self.positions.pop(tp, None)
-            self.uncommitted_from.pop(tp, None)
 
     def committed(self, positions: dict[TopicPartition, int]) -> None:
         """A snapshot now holds everything below ``positions``."""
