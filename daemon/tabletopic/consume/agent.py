@@ -96,11 +96,12 @@ class FaustConsumer:
 
     # -- the agent --------------------------------------------------------------------------------
     async def _consume(self, stream: faust.StreamT) -> None:
-        async for batches in stream:
+        async for fetch in stream:
+            generations, batches = fetch
             if self._draining or self.fatal is not None:
                 continue
             try:
-                for raw in self._by_partition(batches):
+                for raw in self._by_partition(batches, generations):
                     await self.task.ingest(raw)
                 while self.task.over_memory and not self._draining:
                     await self.task.barrier("pressure")
@@ -114,10 +115,16 @@ class FaustConsumer:
         self.fatal = exc
         self.failed.set()
 
-    def _by_partition(self, batches: dict[TP, list[Message]]) -> list[RawRecords]:
+    def _by_partition(self, batches: dict[TP, list[Message]], generations: dict[TP, int]) -> list[RawRecords]:
         out = []
         positions = self.task.worker.positions
+        current = self.app.seek_generation
         for tp, messages in batches.items():
+            if generations.get(tp, 0) != current.get(tp, 0):
+                # Fetched before a seek and delivered after it. After a backward seek these records lie
+                # above the new position: taken, they would move it up, and the records the seek asked
+                # for would then be dropped below. They come again from the sought offset.
+                continue
             position = positions.get((tp.topic, tp.partition))
             if position is not None and messages[0].offset < position:
                 # Fetched before a seek; the tables already have it or it comes again.
@@ -144,7 +151,7 @@ class FaustConsumer:
             self._fail(exc)
             return
         for (topic, partition), offset in seeks.items():
-            await self.app.consumer.seek(TP(topic, partition), offset)
+            await self.app.seek(TP(topic, partition), offset)
         self.log.info("partitions assigned", partitions=len(tps), seeked=len(seeks))
 
     async def _on_revoked(self, sender: Any, revoked: set[TP], **_: Any) -> None:
@@ -156,7 +163,7 @@ class FaustConsumer:
         """After a fenced commit: positions come from the tables again."""
         seeks = await self.task.seek_positions(set(self.task.assigned))
         for (topic, partition), offset in seeks.items():
-            await self.app.consumer.seek(TP(topic, partition), offset)
+            await self.app.seek(TP(topic, partition), offset)
 
     # -- group offsets, for lag tools -------------------------------------------------------------
     async def _commit_group(self, positions: dict[tuple[str, int], int]) -> None:

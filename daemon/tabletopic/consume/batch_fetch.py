@@ -19,7 +19,9 @@ import faust
 from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from faust.types import TP, Message
 
-BatchSink = Callable[[dict[TP, list[Message]]], Awaitable[None]]
+# A fetch: per partition, the seek generation it was fetched under, and its messages.
+Fetch = tuple[dict[TP, int], dict[TP, list[Message]]]
+BatchSink = Callable[[Fetch], Awaitable[None]]
 
 
 class BatchDrainConsumer(AIOKafkaConsumer):
@@ -39,7 +41,12 @@ class BatchDrainConsumer(AIOKafkaConsumer):
                         batches.setdefault(tp, []).append(message)
                         read_offset[tp] = message.offset
                 if batches:
-                    await deliver(batches)
+                    # Tagged with the seek generation as the fetch ends. Faust yields one fetch's records
+                    # without awaiting, and aiokafka drops what it fetched before a seek, so up to here
+                    # the records are the seek's own. But the agent may seek while this batch waits in
+                    # the channel; the tag then tells it the records are stale.
+                    generations = self.app.seek_generation  # type: ignore[attr-defined]
+                    await deliver(({tp: generations.get(tp, 0) for tp in batches}, batches))
                 else:
                     await asyncio.sleep(0)
         except self.consumer_stopped_errors:
@@ -56,6 +63,15 @@ class BatchingApp(faust.App):
     """A Faust app whose consumer is :class:`BatchDrainConsumer`."""
 
     deliver_batch: BatchSink
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.seek_generation: dict[TP, int] = {}
+
+    async def seek(self, tp: TP, offset: int) -> None:
+        """Seek, and make every batch fetched before it stale."""
+        self.seek_generation[tp] = self.seek_generation.get(tp, 0) + 1
+        await self.consumer.seek(tp, offset)
 
     def _new_transport(self) -> Any:
         transport = super()._new_transport()
