@@ -10,6 +10,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tabletopic.convert.nested_arrays import list_with, struct_with
+
 
 class ConformError(ValueError):
     """Rows that cannot take the table's shape; the message names the column and both types."""
@@ -52,12 +54,10 @@ def _conform_array(array: pa.Array, target: pa.Field, path: str, case_insensitiv
                 children.append(pa.nulls(len(array), child.type))
             else:
                 children.append(_conform_array(array.field(i), child, f"{path}.{child.name}", case_insensitive))
-        return pa.StructArray.from_arrays(children, fields=list(want), mask=array.is_null())
+        return struct_with(array, children, want)
     if pa.types.is_list(want) and (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
         values = _conform_array(array.flatten(), want.value_field, f"{path}[]", case_insensitive)
-        # flatten() drops values before a slice's first offset, so rebase the offsets on it.
-        offsets = pc.subtract(array.offsets, array.offsets[0]).cast(pa.int32())
-        return pa.ListArray.from_arrays(offsets, values, type=want, mask=array.is_null())
+        return list_with(array, values, want)
     try:
         return pc.cast(array, want, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:

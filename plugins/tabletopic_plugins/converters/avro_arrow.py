@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tabletopic.convert.nested_arrays import list_with, struct_with
 from tabletopic.registry.avro_schema import NAMED, PRIMITIVES, AvroSchema, InvalidSchema, deref, kind_of, short_name
 
 Fix = Callable[[Any], Any]
@@ -180,11 +181,9 @@ def finish(array: pa.Array, column: Column) -> pa.Array:
         return pc.multiply(array.cast(pa.int64()), 1000)
     if column.kind == "struct":
         children = [finish(array.field(i), c) for i, (_, c) in enumerate(column.children)]
-        return pa.StructArray.from_arrays(children, fields=list(column.final), mask=array.is_null())
+        return struct_with(array, children, column.final)
     if column.kind == "list":
-        values = finish(array.flatten(), column.children[0][1])
-        offsets = pc.subtract(array.offsets, array.offsets[0])  # flatten() starts at the first offset
-        return pa.ListArray.from_arrays(offsets, values, type=column.final, mask=array.is_null())
+        return list_with(array, finish(array.flatten(), column.children[0][1]), column.final)
     if column.kind == "map":
         items = finish(array.items, column.children[0][1])
         return pa.MapArray.from_arrays(array.offsets, array.keys, items, type=column.final, mask=array.is_null())

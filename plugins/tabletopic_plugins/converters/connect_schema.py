@@ -18,6 +18,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tabletopic.convert.nested_arrays import list_with, struct_with
+
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
 DATE = "org.apache.kafka.connect.data.Date"
 TIME = "org.apache.kafka.connect.data.Time"
@@ -106,11 +108,9 @@ def finish(array: pa.Array, node: Node) -> pa.Array:
     if node.kind == "struct":
         struct = array.cast(node.wire) if array.type != node.wire else array
         children = [finish(struct.field(i), child) for i, (_, child) in enumerate(node.children)]
-        return pa.StructArray.from_arrays(children, fields=list(node.final), mask=struct.is_null())
+        return struct_with(struct, children, node.final)
     if node.kind == "array":
-        values = finish(array.flatten(), node.children[0][1])
-        offsets = pc.subtract(array.offsets, array.offsets[0])  # flatten() starts at the first offset
-        return pa.ListArray.from_arrays(offsets, values, type=node.final, mask=array.is_null())
+        return list_with(array, finish(array.flatten(), node.children[0][1]), node.final)
     if node.kind == "map":
         return pa.array(array.to_pylist(), node.final)
     return array
