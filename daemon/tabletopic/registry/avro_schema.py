@@ -28,10 +28,16 @@ class AvroSchema:
 
 
 def resolve(schema: Any, known: Mapping[str, Any] | None = None) -> AvroSchema:
-    """Index the named types of ``schema``; ``known`` holds those defined by referenced schemas."""
+    """Index the named types of ``schema``; ``known`` holds those defined by referenced schemas.
+
+    Every type name the schema uses must then be a primitive or defined, here or by a reference.
+    """
     names: dict[str, Any] = dict(known or {})
-    _index(schema, None, names)
-    _check_names(schema, None, names)
+    used: list[tuple[str, str | None]] = []
+    _walk(schema, None, names, used)
+    for name, namespace in used:
+        if _lookup(name, namespace, names) is None:
+            raise InvalidSchema(f"unknown type {name!r}; define it or add a schema reference")
     return AvroSchema(schema, names)
 
 
@@ -45,10 +51,15 @@ def fullname(node: Mapping[str, Any], namespace: str | None) -> tuple[str, str |
     return (f"{ns}.{name}" if ns else name), (ns or None)
 
 
-def _index(node: Any, namespace: str | None, names: dict[str, Any]) -> None:
+def _walk(node: Any, namespace: str | None, names: dict[str, Any], used: list[tuple[str, str | None]]) -> None:
+    """Index the named types under ``node`` and note the type names it uses (checked once all are known)."""
+    if isinstance(node, str):
+        if node not in PRIMITIVES:
+            used.append((node, namespace))
+        return
     if isinstance(node, list):
         for branch in node:
-            _index(branch, namespace, names)
+            _walk(branch, namespace, names, used)
         return
     if not isinstance(node, dict):
         return
@@ -62,39 +73,17 @@ def _index(node: Any, namespace: str | None, names: dict[str, Any]) -> None:
             for f in node["fields"]:
                 if not isinstance(f, dict) or "name" not in f or "type" not in f:
                     raise InvalidSchema(f"record {full}: each field needs a name and a type")
-                _index(f["type"], namespace, names)
+                _walk(f["type"], namespace, names, used)
         elif kind == "enum" and not isinstance(node.get("symbols"), list):
             raise InvalidSchema(f"enum {full} needs symbols")
         elif kind == "fixed" and not isinstance(node.get("size"), int):
             raise InvalidSchema(f"fixed {full} needs an integer size")
     elif kind == "array":
-        _index(node.get("items"), namespace, names)
+        _walk(node.get("items"), namespace, names, used)
     elif kind == "map":
-        _index(node.get("values"), namespace, names)
-    elif isinstance(kind, (dict, list)):
-        _index(kind, namespace, names)
-
-
-def _check_names(node: Any, namespace: str | None, names: dict[str, Any]) -> None:
-    """Every type name used must be a primitive or defined (here or by a reference)."""
-    if isinstance(node, str):
-        if node not in PRIMITIVES and _lookup(node, namespace, names) is None:
-            raise InvalidSchema(f"unknown type {node!r}; define it or add a schema reference")
-    elif isinstance(node, list):
-        for branch in node:
-            _check_names(branch, namespace, names)
-    elif isinstance(node, dict):
-        kind = node.get("type")
-        if kind in NAMED:
-            namespace = fullname(node, namespace)[1]
-            for f in node.get("fields", []) if kind in ("record", "error") else []:
-                _check_names(f["type"], namespace, names)
-        elif kind == "array":
-            _check_names(node.get("items"), namespace, names)
-        elif kind == "map":
-            _check_names(node.get("values"), namespace, names)
-        elif kind not in PRIMITIVES:
-            _check_names(kind, namespace, names)
+        _walk(node.get("values"), namespace, names, used)
+    elif kind not in PRIMITIVES:
+        _walk(kind, namespace, names, used)
 
 
 def _lookup(name: str, namespace: str | None, names: Mapping[str, Any]) -> Any:

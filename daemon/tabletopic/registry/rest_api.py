@@ -17,7 +17,14 @@ from typing import Any
 from aiohttp import web
 
 from tabletopic.registry.schema_log import SchemaLog
-from tabletopic.registry.schema_store import LEVELS, RegistryError, SchemaStore, Write, config_write
+from tabletopic.registry.schema_store import (
+    RegistryError,
+    SchemaStore,
+    Write,
+    config_write,
+    no_subject_config,
+    schema_not_found,
+)
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 _RACE_ATTEMPTS = 8
@@ -129,7 +136,7 @@ class RegistryApi:
         try:
             return int(request.match_info["id"])
         except ValueError:
-            raise RegistryError(404, 40403, "Schema not found") from None
+            raise schema_not_found() from None
 
     async def schema_by_id(self, request: web.Request) -> web.Response:
         stored = await self._fresh(lambda: self.store.schema(self._id(request)))
@@ -209,15 +216,13 @@ class RegistryApi:
         subject, permanent = request.match_info["subject"], _flag(request, "permanent")
         version = request.match_info["version"]
         versions = await self._write(lambda: self.store.plan_delete(subject, version, permanent), lambda _: True)
-        return _reply(versions[0] if versions else int(self.store.version(subject, version, True).version))
+        return _reply(versions[0])  # plan_delete found the version or raised
 
     # -- compatibility -------------------------------------------------------------------------------
     async def _compatibility(self, request: web.Request, version: str | None) -> web.Response:
         subject = request.match_info["subject"]
         text, schema_type, refs = _schema_fields(await _body(request))
         await self.log.catch_up()
-        if version is not None:
-            self.store.version(subject, version)  # 404s as Confluent does
         problems = self.store.compatible(subject, text, schema_type, refs, version)
         body: dict[str, Any] = {"is_compatible": not problems}
         if _flag(request, "verbose"):
@@ -235,15 +240,12 @@ class RegistryApi:
         subject = request.match_info.get("subject")
         await self.log.catch_up()
         if subject is not None and subject not in self.store.configs and not _flag(request, "defaultToGlobal"):
-            raise RegistryError(404, 40408, f"Subject '{subject}' does not have subject-level compatibility "
-                                "configured")
+            raise no_subject_config(subject)
         return _reply({"compatibilityLevel": self.store.level(subject)})
 
     async def put_config(self, request: web.Request) -> web.Response:
         subject = request.match_info.get("subject")
         level = str((await _body(request)).get("compatibility", "")).upper()
-        if level not in LEVELS:
-            raise RegistryError(422, 42203, f"Invalid compatibility level {level!r}; one of {', '.join(LEVELS)}")
         await self._write(lambda: (level, [config_write(subject, level)]), lambda _: True)
         return _reply({"compatibility": level})
 
@@ -251,8 +253,7 @@ class RegistryApi:
         subject = request.match_info["subject"]
         await self.log.catch_up()
         if subject not in self.store.configs:
-            raise RegistryError(404, 40408, f"Subject '{subject}' does not have subject-level compatibility "
-                                "configured")
+            raise no_subject_config(subject)
         old = self.store.configs[subject]
         await self._write(lambda: (old, [config_write(subject, None)]), lambda _: True)
         return _reply({"compatibilityLevel": old})

@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from tabletopic.registry.avro_compatibility import LEVELS, compatibility_problems
-from tabletopic.registry.avro_schema import AvroSchema, InvalidSchema, resolve
+from tabletopic.registry.avro_schema import AvroSchema, resolve
 
 DEFAULT_LEVEL = "BACKWARD"
 
@@ -44,12 +45,27 @@ def schema_not_found(what: str = "Schema") -> RegistryError:
     return RegistryError(404, 40403, f"{what} not found")
 
 
+def no_subject_config(subject: str) -> RegistryError:
+    return RegistryError(404, 40408, f"Subject '{subject}' does not have subject-level compatibility configured")
+
+
 @dataclass(frozen=True)
 class StoredSchema:
     id: int
     schema: str
     schema_type: str
     references: tuple[tuple[str, str, int], ...]  # (name, subject, version)
+
+    @cached_property
+    def identity(self) -> tuple[str, str, tuple[tuple[str, str, int], ...]]:
+        """What makes two registrations the same schema (parsed once, not on every lookup)."""
+        return _identity(self.schema, self.schema_type, self.references)
+
+    def value(self, subject: str, version: int, deleted: bool) -> dict[str, Any]:
+        """The schemas-topic record of this schema as ``subject``'s ``version``."""
+        return {"subject": subject, "version": version, "id": self.id, "schema": self.schema,
+                "schemaType": self.schema_type, "deleted": deleted,
+                "references": [{"name": n, "subject": s, "version": v} for n, s, v in self.references]}
 
     def body(self) -> dict[str, Any]:
         out: dict[str, Any] = {"schema": self.schema}
@@ -190,17 +206,17 @@ class SchemaStore:
             known.update(self.parsed(target.id).names)
         try:
             return resolve(json.loads(text), known)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # InvalidSchema is a ValueError
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # avro_schema.InvalidSchema is a ValueError
             raise RegistryError(422, 42201, f"Invalid schema: {exc}") from None
 
     def lookup(self, subject: str, text: str, schema_type: str, refs: list[dict[str, Any]],
                deleted: bool = False) -> tuple[Version, StoredSchema]:
         if subject not in self.subjects:
             raise subject_not_found(subject)
-        wanted = _normalise(text), schema_type, _refs(refs)
+        wanted = _identity(text, schema_type, _refs(refs))
         for v in self.versions(subject, deleted):
             stored = self.schemas[v.id]
-            if (_normalise(stored.schema), stored.schema_type, stored.references) == wanted:
+            if stored.identity == wanted:
                 return v, stored
         raise schema_not_found()
 
@@ -215,30 +231,30 @@ class SchemaStore:
         references = _refs(refs)
         new = self._resolve(text, references)
         if subject in self.subjects:
-            with _absent():
+            try:
                 return self.lookup(subject, text, schema_type, refs)[0].id, None
+            except RegistryError as exc:
+                if exc.code not in (40401, 40403):  # not found: the schema is new to the subject
+                    raise
         previous = [self.parsed(v.id) for v in self._live(subject)]
         problems = compatibility_problems(self.level(subject), new, previous)
         if problems:
             raise RegistryError(409, 409, f"Schema being registered is incompatible with an earlier schema for "
                                 f"subject \"{subject}\" under {self.level(subject)}: " + "; ".join(problems))
-        schema_id = self._id_of(text, schema_type, references)
+        stored = StoredSchema(self._id_of(text, schema_type, references), text, schema_type, references)
         version = max(self.subjects.get(subject, {}), default=0) + 1
-        value = {"subject": subject, "version": version, "id": schema_id, "schema": text,
-                 "schemaType": schema_type, "references": [
-                     {"name": n, "subject": s, "version": v} for n, s, v in references], "deleted": False}
-        return schema_id, Write(_schema_key(subject, version, schema_id, uuid.uuid4().hex), value)
+        key = _schema_key(subject, version, stored.id, uuid.uuid4().hex)
+        return stored.id, Write(key, stored.value(subject, version, deleted=False))
 
     def compatible(self, subject: str, text: str, schema_type: str, refs: list[dict[str, Any]],
                    version: str | None) -> list[str]:
-        new = self._resolve(text, _refs(refs))
         if version is None:
             against = [self.parsed(v.id) for v in self._live(subject)]
             level = self.level(subject)
-        else:
+        else:  # an unknown subject or version is a 404 before the schema is even read, as in Confluent's
             against = [self.parsed(self.version(subject, version).id)]
             level = self.level(subject).removesuffix("_TRANSITIVE")
-        return compatibility_problems(level, new, against)
+        return compatibility_problems(level, self._resolve(text, _refs(refs)), against)
 
     def plan_delete(self, subject: str, version: str | None, permanent: bool) -> tuple[list[int], list[Write]]:
         if subject not in self.subjects:
@@ -268,21 +284,16 @@ class SchemaStore:
         writes = []
         for v in targets:
             key = _schema_key(subject, v.version, v.id, v.token)
-            if permanent:
-                writes.append(Write(key, None))
-            else:
-                stored = self.schemas[v.id]
-                writes.append(Write(key, {"subject": subject, "version": v.version, "id": v.id,
-                                          **stored.body(), "schemaType": stored.schema_type, "deleted": True}))
+            writes.append(Write(key, None if permanent else self.schemas[v.id].value(subject, v.version, deleted=True)))
         return [v.version for v in targets], writes
 
     def _live(self, subject: str) -> list[Version]:
         return sorted((v for v in self.subjects.get(subject, {}).values() if not v.deleted), key=lambda v: v.version)
 
     def _id_of(self, text: str, schema_type: str, references: tuple[tuple[str, str, int], ...]) -> int:
-        wanted = _normalise(text), schema_type, references
+        wanted = _identity(text, schema_type, references)
         for stored in self.schemas.values():
-            if (_normalise(stored.schema), stored.schema_type, stored.references) == wanted:
+            if stored.identity == wanted:
                 return stored.id
         return self.max_id + 1
 
@@ -306,22 +317,11 @@ def _refs(refs: list[dict[str, Any]] | None) -> tuple[tuple[str, str, int], ...]
             from None
 
 
-def _normalise(text: str) -> str:
+def _identity(text: str, schema_type: str, references: tuple[tuple[str, str, int], ...]
+              ) -> tuple[str, str, tuple[tuple[str, str, int], ...]]:
     """Whitespace and key order do not make a schema new."""
     try:
-        return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+        normal = json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
     except ValueError:
-        return text
-
-
-class _absent:
-    """Suppress 'not found' from a lookup: the schema is new to the subject."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
-        return isinstance(exc, RegistryError) and exc.code in (40401, 40403)
-
-
-__all__ = ["InvalidSchema", "RegistryError", "SchemaStore", "Write", "config_write"]
+        normal = text
+    return normal, schema_type, references
