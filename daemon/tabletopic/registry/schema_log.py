@@ -109,7 +109,8 @@ class SchemaLog:
         async def reached() -> None:
             async with self._progress:
                 await self._progress.wait_for(lambda: self._applied >= offset or self._reader_failed())
-            if self._reader is not None and self._reader.done() and self._applied < offset:
+            if self._reader_failed() and self._applied < offset:
+                assert self._reader is not None
                 raise RuntimeError(f"the schemas topic reader stopped: {self._reader.exception()!r}")
         await asyncio.wait_for(reached(), timeout_s)
 
