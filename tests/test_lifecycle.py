@@ -7,7 +7,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tabletopic.commit.table_committer import TableCommitter
+from tabletopic.config.connector import parse_connector
+from tabletopic.config.worker import parse_worker
+from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
     DaemonProcess,
@@ -122,3 +127,19 @@ def test_a_failed_write_reads_its_records_again(bootstrap: str, spark: SparkRunt
     assert code == 0 and failures >= 2
     ids = sorted(r.id for r in warehouse.rows(table, "id"))
     assert ids == list(range(300))
+
+
+def test_a_coordinator_of_an_older_generation_is_refused(spark: SparkRuntime, warehouse: Warehouse) -> None:
+    from tabletopic.commit.table_committer import CommitFenced
+
+    table = "life.epochs"
+    warehouse.sql(f"CREATE TABLE {{c}}.{table} (id bigint) USING iceberg")
+    tables = IcebergTables(spark, parse_connector({"name": "epochs", "topics": "t", "iceberg.tables": table,
+                                                   **warehouse.connector_props()}, parse_worker({})))
+    handle = tables.get(table)
+    committer = TableCommitter(lambda: spark.jvm, "epochs", "connect-epochs")
+    committer.commit(handle, None, {("t", 0): 10}, {}, None, epoch=7)
+    with pytest.raises(CommitFenced, match="epoch 7, newer than this coordinator's 6"):
+        committer.commit(handle, None, {("t", 0): 20}, {("t", 0): 10}, None, epoch=6)
+    committer.commit(handle, None, {("t", 0): 20}, {("t", 0): 10}, None, epoch=8)
+    assert warehouse.offsets(table, "connect-epochs") == {("t", 0): 20}

@@ -13,7 +13,6 @@ stay the source of truth, see :meth:`on_assigned`).
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 
@@ -21,7 +20,7 @@ import numpy as np
 import structlog
 
 from tabletopic.commit.coordinator import Coordinator
-from tabletopic.commit.events import CommitComplete, StartCommit, TopicPartition
+from tabletopic.commit.events import DataComplete, StartCommit, TopicPartition
 from tabletopic.commit.source_offsets import offsets_key, read_offsets
 from tabletopic.commit.table_committer import TableCommitter
 from tabletopic.config.connector import ConnectorConfig
@@ -160,49 +159,42 @@ class SinkTask:
     def over_memory(self) -> bool:
         return self.worker.buffered_bytes > self.config.buffer_max_bytes
 
-    # -- barriers ---------------------------------------------------------------------------------
-    async def barrier(self, reason: str) -> CommitComplete | None:
+    # -- barriers (the worker's side; commit/control.py runs them) --------------------------------
+    async def write_answer(self, reason: str) -> DataComplete | None:
+        """Write what is buffered into files: the answer to a barrier. None if writing failed."""
         async with self._barrier_lock:
-            started = time.monotonic()
-            self.metrics.barriers.labels(reason=reason).inc()
-            event = StartCommit(str(uuid.uuid4()), reason)
             try:
-                complete = await self.worker.start_commit(event)
+                return await self.worker.start_commit(StartCommit(str(uuid.uuid4()), reason))
             except Exception as exc:
                 self.last_barrier_error = f"writing files failed: {exc}"
                 self.log.error("writing files failed; nothing committed, records will be re-read",
                                error=str(exc), reason=reason)
                 self.worker.reset()
-                self.coordinator.reset()
                 if self._reseek is not None:
                     await self._reseek()
                 return None
+
+    async def answer_committed(self, ends: dict[TopicPartition, int]) -> None:
+        """The coordinator committed our answer: everything below ``ends`` is in the tables."""
+        self.last_barrier_error = None
+        self.worker.committed(ends, self.coordinator.table_offsets)
+        positions = {tp: o for tp, o in ends.items() if tp in self.assigned}
+        if positions and self._group_commit is not None:
             try:
-                result = await self.coordinator.commit(complete, started)
-            except BaseException:
-                # Interrupted with the barrier's rows taken out of the buffers: forget the positions
-                # too, so no later commit can claim offsets whose rows it does not hold.
-                self.worker.reset()
-                self.coordinator.reset()
-                raise
-            if result.fenced:
-                self.last_barrier_error = "fenced: " + "; ".join(result.failed.values())
-                self.worker.reset()
-                if self._reseek is not None:
-                    await self._reseek()
-                return result
-            if result.failed:
-                self.last_barrier_error = "; ".join(f"{t}: {why}" for t, why in result.failed.items())
-                return result
-            self.last_barrier_error = None
-            self.worker.committed(complete.positions)
-            positions = {tp: o for tp, o in complete.positions.items() if tp in self.assigned}
-            if positions and self._group_commit is not None:
-                try:
-                    await asyncio.wait_for(self._group_commit(positions), _GROUP_COMMIT_TIMEOUT_S)
-                except (Exception, asyncio.TimeoutError) as exc:  # lag tools only; the tables hold the truth
-                    self.log.warning("could not commit consumer group offsets", error=str(exc) or type(exc).__name__)
-            return result
+                await asyncio.wait_for(self._group_commit(positions), _GROUP_COMMIT_TIMEOUT_S)
+            except (Exception, asyncio.TimeoutError) as exc:  # lag tools only; the tables hold the truth
+                self.log.warning("could not commit consumer group offsets", error=str(exc) or type(exc).__name__)
+
+    async def answer_rejected(self, why: str) -> None:
+        """Our answer will never be committed: drop what we hold and read again from the tables."""
+        async with self._barrier_lock:
+            self.last_barrier_error = f"fenced: {why}"
+            self.log.error("commit fenced: our files were not committed; re-reading positions from the tables",
+                           reason=why)
+            self.worker.reset()
+            self.coordinator.reset()
+            if self._reseek is not None:
+                await self._reseek()
 
     # -- assignment -------------------------------------------------------------------------------
     async def on_assigned(self, tps: set[TopicPartition]) -> dict[TopicPartition, int]:
@@ -254,12 +246,17 @@ class SinkTask:
         return seeks
 
     async def on_revoked(self, tps: set[TopicPartition]) -> None:
-        """Commit what is buffered before the partitions go; what cannot commit is re-read by the new owner."""
+        """Let the partitions go; what they buffered is read again by their next owner.
+
+        An answer already sent for them may still be committed: the tables then tell the new owner
+        to start past it, or reject the new owner's overlapping answer.
+        """
         if not tps:
             return
-        await self.barrier("revoke")
-        self.worker.release(tps)
+        everything_dropped = self.worker.release(tps)
         self.assigned -= set(tps)
+        if everything_dropped and self.assigned and self._reseek is not None:
+            await self._reseek()
         for topic, partition in tps:
             self.metrics.forget_partition(topic, partition)
 

@@ -9,7 +9,6 @@ buffered, the consumer leaves its group and the process exits 0.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +16,8 @@ from dataclasses import dataclass
 import structlog
 from aiokafka.errors import KafkaError
 
+from tabletopic.commit.channel import ControlChannel
+from tabletopic.commit.control import Control
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig
 from tabletopic.consume.agent import FaustConsumer
@@ -36,7 +37,7 @@ class _Connector:
     config: ConnectorConfig
     task: SinkTask
     consumer: FaustConsumer
-    timer: asyncio.Task[None] | None = None
+    control: Control
 
 
 class _FinalCommitFailed(RuntimeError):
@@ -75,7 +76,8 @@ class Standalone:
             metrics = SinkMetrics(self.registry, config.name)
             task = await asyncio.to_thread(SinkTask, config, self.worker, self.spark, metrics)
             await asyncio.to_thread(_check_catalog, task)
-            self.connectors.append(_Connector(config, task, FaustConsumer(config, self.worker, task)))
+            control = Control(task, ControlChannel(self.worker.bootstrap_servers, config.control_topic, config.name))
+            self.connectors.append(_Connector(config, task, FaustConsumer(config, self.worker, task, control), control))
 
     async def run(self) -> int:
         """Run until stop_requested is set or a connector fails; return the exit code."""
@@ -94,6 +96,7 @@ class Standalone:
         for c in self.connectors:
             try:
                 await c.task.start()
+                await c.control.start()
                 await c.consumer.start()
             except KafkaError as exc:
                 log.error("cannot reach Kafka; check bootstrap.servers and that the brokers are up",
@@ -101,7 +104,6 @@ class Standalone:
                           error=str(exc))
                 await self.shutdown(exit_code=2)
                 return 2
-            c.timer = asyncio.get_running_loop().create_task(self._barriers(c), name=f"barrier-{c.config.name}")
             log.info("connector started", connector=c.config.name, group=c.config.group_id,
                      interval_ms=c.config.commit_interval_ms)
         failed = [asyncio.ensure_future(c.consumer.failed.wait()) for c in self.connectors]
@@ -111,18 +113,6 @@ class Standalone:
             f.cancel()
         return await self.shutdown()
 
-    async def _barriers(self, c: _Connector) -> None:
-        interval = c.config.commit_interval_ms / 1000
-        while not self._stopping.is_set():
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), interval)
-            if self._stopping.is_set():
-                return  # never cancelled mid-barrier: shutdown waits for the one under way
-            try:
-                await c.task.barrier("interval")
-            except Exception:
-                log.exception("commit barrier failed", connector=c.config.name)
-
     async def shutdown(self, exit_code: int = 0) -> int:
         code = exit_code
         timeout = self.worker.shutdown_timeout_ms / 1000
@@ -130,7 +120,7 @@ class Standalone:
         for c in self.connectors:
             await c.consumer.drain()
             try:
-                await asyncio.wait_for(self._final_barrier(c), timeout)
+                await asyncio.wait_for(self._final_barrier(c, timeout * 0.9), timeout)
             except asyncio.TimeoutError:
                 log.error("final commit did not finish in task.shutdown.graceful.timeout.ms; "
                           "uncommitted records will be re-read on restart", connector=c.config.name)
@@ -148,6 +138,7 @@ class Standalone:
             except asyncio.TimeoutError:
                 log.warning("could not leave the consumer group in time; the broker will expire the member",
                             connector=c.config.name)
+            await c.control.stop()
             await c.task.stop()
         if self.http is not None:
             await self.http.stop()
@@ -158,13 +149,11 @@ class Standalone:
         log.info("stopped", exit_code=code)
         return code
 
-    async def _final_barrier(self, c: _Connector) -> None:
-        if c.timer is not None:
-            await c.timer  # the interval barrier under way, if any, finishes first
+    async def _final_barrier(self, c: _Connector, timeout_s: float) -> None:
         await c.task.worker.wait_for_flushes()
-        result = await c.task.barrier("shutdown")
-        if result is not None and result.failed:
-            raise _FinalCommitFailed("; ".join(f"{t}: {why}" for t, why in result.failed.items()))
+        if not await c.control.flush("shutdown", timeout_s):
+            raise _FinalCommitFailed(c.task.last_barrier_error or "the coordinator did not commit this member's "
+                                     "files in time")
 
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()

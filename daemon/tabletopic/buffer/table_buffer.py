@@ -36,6 +36,7 @@ class Drained:
     offsets: dict[TopicPartition, int]  # next offset per topic-partition covered
     ops: np.ndarray  # per row: UPSERT or DELETE (keyed tables)
     order: np.ndarray  # per row: its rank in (topic-partition, offset) order, for "last change wins"
+    floors: dict[TopicPartition, int] = field(default_factory=dict)  # what the table held when these were cut
 
 
 @dataclass
@@ -86,7 +87,8 @@ class TableBuffer:
         offsets = np.concatenate([part[3] for part in self._parts])
         order = np.empty(len(offsets), dtype=np.int64)
         order[np.lexsort((offsets, partition_of))] = np.arange(len(offsets))
-        drained = Drained(self.table, rows, self.records, self.nbytes, self._max_ts, dict(self._offsets), ops, order)
+        drained = Drained(self.table, rows, self.records, self.nbytes, self._max_ts, dict(self._offsets), ops, order,
+                          dict(self.floor))
         self.clear()
         return drained
 

@@ -39,6 +39,7 @@ class Coordinator:
         self._carry: dict[str, DataWritten] = {}
         self._last_commit: dict[str, int] = {}
         self._barrier = 0
+        self.epoch = -1  # the consumer group generation this member coordinates for; -1: not coordinating
 
     def recorded_offsets(self, table: str) -> dict[TopicPartition, int]:
         """What ``table`` records for this connector, read once and then tracked."""
@@ -58,6 +59,11 @@ class Coordinator:
     def reset(self) -> None:
         self.table_offsets.clear()
         self._carry.clear()
+
+    def adopt(self, table: str, offsets: dict[TopicPartition, int]) -> None:
+        """What the coordinator says ``table`` records now (it may be another daemon)."""
+        if table in self.table_offsets or offsets:
+            self.table_offsets[table] = dict(offsets)
 
     async def commit(self, complete: DataComplete, barrier_started: float) -> CommitComplete:
         self._barrier += 1
@@ -132,7 +138,7 @@ class Coordinator:
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(None, self._committer.commit, handle, written.files if written else None,
                                       dict(positions), dict(expected),
-                                      written.max_timestamp_ms if written else None)
+                                      written.max_timestamp_ms if written else None, self.epoch)
         try:
             try:
                 outcome = await asyncio.wait_for(asyncio.shield(future), self._timeout_s)

@@ -30,6 +30,9 @@ class DataWritten:
     records: int
     file_count: int
     max_timestamp_ms: int | None
+    # The table offsets the rows were cut against (rows below them were dropped); None when the
+    # files were cut against different ones, which no coordinator may accept.
+    floors: dict[TopicPartition, int] | None = None
 
 
 @dataclass
@@ -39,6 +42,8 @@ class DataComplete:
     commit_id: str
     positions: dict[TopicPartition, int]
     written: list[DataWritten] = field(default_factory=list)
+    # Per partition, the first offset the files may hold (taken with the positions, in one step).
+    starts: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 @dataclass

@@ -20,6 +20,7 @@ OFFSETS_KEY_PREFIX = "kafka.connect.source-offsets."
 COMMIT_ID_KEY = "kafka.connect.commit-id"
 VTTS_KEY = "kafka.connect.vtts"  # valid-through timestamp: newest record timestamp committed, in ms
 CONNECTOR_KEY = "tabletopic.connector"
+EPOCH_KEY_PREFIX = "tabletopic.coordinator-epoch."  # the consumer group generation of the committing coordinator
 
 
 def offsets_key(group_id: str) -> str:
@@ -38,8 +39,24 @@ def decode(text: str) -> dict[TopicPartition, int]:
     return {(topic, int(p)): int(o) for topic, parts in doc.items() for p, o in parts.items()}
 
 
+def epoch_key(group_id: str) -> str:
+    return EPOCH_KEY_PREFIX + group_id
+
+
 def read_offsets(table: Any, branch: str | None, group_id: str, max_walk: int = 10_000) -> dict[TopicPartition, int]:
     """The offsets in the newest snapshot of ``branch`` that carries them, or {} if none does."""
+    summary = _newest_summary(table, branch, group_id, max_walk)
+    return decode(summary.get(offsets_key(group_id))) if summary is not None else {}
+
+
+def read_epoch(table: Any, branch: str | None, group_id: str, max_walk: int = 10_000) -> int:
+    """The coordinator epoch that committed those offsets; -1 if none was recorded."""
+    summary = _newest_summary(table, branch, group_id, max_walk)
+    key = epoch_key(group_id)
+    return int(summary.get(key)) if summary is not None and summary.containsKey(key) else -1
+
+
+def _newest_summary(table: Any, branch: str | None, group_id: str, max_walk: int) -> Any:
     key = offsets_key(group_id)
     ref = table.refs().get(branch or "main")
     snapshot = table.snapshot(ref.snapshotId()) if ref is not None else None
@@ -47,8 +64,8 @@ def read_offsets(table: Any, branch: str | None, group_id: str, max_walk: int = 
     while snapshot is not None and walked < max_walk:
         summary = snapshot.summary()
         if summary.containsKey(key):
-            return decode(summary.get(key))
+            return summary
         parent = snapshot.parentId()
         snapshot = table.snapshot(parent) if parent is not None else None
         walked += 1
-    return {}
+    return None

@@ -23,7 +23,9 @@ from tabletopic.commit.source_offsets import (
     VTTS_KEY,
     TopicPartition,
     encode,
+    epoch_key,
     offsets_key,
+    read_epoch,
     read_offsets,
 )
 from tabletopic.write.iceberg_tables import JAVA_ERRORS, TableHandle, java_error_message
@@ -64,6 +66,7 @@ class TableCommitter:
         positions: dict[TopicPartition, int],
         expected: dict[TopicPartition, int],
         max_timestamp_ms: int | None,
+        epoch: int = -1,
     ) -> CommitResult:
         """Commit ``files`` (a Java list, or None for an offsets-only snapshot) with ``positions``.
 
@@ -80,17 +83,27 @@ class TableCommitter:
                 table.refresh()
                 base = int(writer.headSnapshotId(table, handle.branch))
                 current = read_offsets(table, handle.branch, self._group_id)
+                recorded_epoch = read_epoch(table, handle.branch, self._group_id)
             except JAVA_ERRORS as exc:
                 raise CommitFailed(f"cannot read table {handle.name}: {java_error_message(exc)}") from exc
+            if epoch >= 0 and recorded_epoch > epoch:
+                raise CommitFenced(f"table {handle.name} was committed by coordinator epoch {recorded_epoch}, "
+                                   f"newer than this coordinator's {epoch}; it has lost its role")
             moved = {tp: (expected.get(tp), current.get(tp)) for tp in positions
                      if current.get(tp) != expected.get(tp)}
             if moved:
                 detail = ", ".join(f"{t}[{p}] expected {e} found {f}" for (t, p), (e, f) in sorted(moved.items()))
                 raise CommitFenced(f"table {handle.name} moved on since this sink read it ({detail}); "
                                    "another writer owns these partitions now")
+            behind = {tp: (pos, current[tp]) for tp, pos in positions.items() if tp in current and pos < current[tp]}
+            if behind:
+                detail = ", ".join(f"{t}[{p}] {pos} < {cur}" for (t, p), (pos, cur) in sorted(behind.items()))
+                raise CommitFenced(f"table {handle.name}: offsets would go back ({detail}); refusing a stale batch")
             merged = {**current, **positions}
             summary = {offsets_key(self._group_id): encode(merged), COMMIT_ID_KEY: commit_id,
                        CONNECTOR_KEY: self._connector}
+            if epoch >= 0:
+                summary[epoch_key(self._group_id)] = str(epoch)
             if max_timestamp_ms is not None:
                 summary[VTTS_KEY] = str(max_timestamp_ms)
             try:

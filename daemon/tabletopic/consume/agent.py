@@ -18,6 +18,7 @@ from aiokafka import TopicPartition as KafkaTP
 from aiokafka.admin import AIOKafkaAdminClient
 from faust.types import TP, Message
 
+from tabletopic.commit.control import Control
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig
 from tabletopic.consume.batch_fetch import BatchingApp
@@ -31,10 +32,11 @@ _LAG_EVERY_S = 1.0
 
 
 class FaustConsumer:
-    def __init__(self, config: ConnectorConfig, worker: WorkerConfig, task: SinkTask) -> None:
+    def __init__(self, config: ConnectorConfig, worker: WorkerConfig, task: SinkTask, control: Control) -> None:
         self.config = config
         self.worker_config = worker
         self.task = task
+        self.control = control
         self.log = log.bind(connector=config.name)
         self.fatal: BaseException | None = None
         self.failed = asyncio.Event()
@@ -104,7 +106,7 @@ class FaustConsumer:
                 for raw in self._by_partition(batches, generations):
                     await self.task.ingest(raw)
                 while self.task.over_memory and not self._draining:
-                    await self.task.barrier("pressure")
+                    await self.control.relieve()
             except RecordFailed as exc:
                 self._fail(exc)
             except Exception as exc:  # any other fault stops the connector rather than skipping records
@@ -152,7 +154,16 @@ class FaustConsumer:
             return
         for (topic, partition), offset in seeks.items():
             await self.app.seek(TP(topic, partition), offset)
+        self.control.on_assignment(tps, self._all_partitions(), int(self.app.consumer_generation_id or 0))
         self.log.info("partitions assigned", partitions=len(tps), seeked=len(seeks))
+
+    def _all_partitions(self) -> set[tuple[str, int]]:
+        """Every partition of the subscribed topics, across all members (the coordinator waits for them)."""
+        consumer = self.app.consumer._thread._ensure_consumer()
+        out: set[tuple[str, int]] = set()
+        for topic in consumer.subscription():
+            out |= {(topic, p) for p in consumer.partitions_for_topic(topic) or ()}
+        return out
 
     async def _on_revoked(self, sender: Any, revoked: set[TP], **_: Any) -> None:
         tps = {(tp.topic, tp.partition) for tp in revoked}

@@ -55,6 +55,9 @@ class _Families:
         self.buffered_records = gauge("tabletopic_buffered_records", "Records buffered, not yet written")
         self.buffered_bytes = gauge("tabletopic_buffered_bytes", "Bytes buffered, not yet written")
         self.assigned_partitions = gauge("tabletopic_assigned_partitions", "Partitions assigned to this daemon")
+        self.coordinator = gauge("tabletopic_coordinator", "1 while this daemon coordinates the connector's commits")
+        self.answers_rejected = counter("tabletopic_answers_rejected",
+                                        "This worker's barrier answers the coordinator rejected (re-read)")
         self.lag = gauge("tabletopic_consumer_lag_records",
                          "Fetch highwater minus the next offset to process", ["topic", "partition"])
         self.committed_lag = gauge("tabletopic_committed_lag_records",

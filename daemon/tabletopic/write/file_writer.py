@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tabletopic.buffer.table_buffer import Drained
@@ -28,6 +28,7 @@ class WrittenFiles:
     max_timestamp_ms: int | None
     seconds: float
     deletes: int = 0
+    floors: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 class FileWriter:
@@ -51,7 +52,7 @@ class FileWriter:
             files = writer.writeDataFiles(self._spark.dataframe_from_arrow(rows)._jdf, handle.java, handle.schema_id,
                                           operation, self._write_props)
             return WrittenFiles(handle.name, files, int(files.size()), drained.records, drained.max_timestamp_ms,
-                                time.monotonic() - started)
+                                time.monotonic() - started, floors=drained.floors)
         inserts, keys = reduce_changes(rows, drained.ops, drained.order, handle.id_columns)
         files = writer.writeEqualityDeletes(self._spark.dataframe_from_arrow(keys)._jdf, handle.java,
                                             handle.delete_spec_id, handle.equality_ids, operation, self._write_props)
@@ -60,4 +61,4 @@ class FileWriter:
                                          handle.schema_id, operation, self._write_props)
             files = writer.concat(data, files)
         return WrittenFiles(handle.name, files, int(files.size()), inserts.num_rows, drained.max_timestamp_ms,
-                            time.monotonic() - started, deletes=keys.num_rows)
+                            time.monotonic() - started, deletes=keys.num_rows, floors=drained.floors)

@@ -198,6 +198,7 @@ class Worker:
                 error, self._flush_error = self._flush_error, None
                 raise RuntimeError(f"an early write failed: {error}") from error
             positions = dict(self.positions)
+            starts = {tp: self.uncommitted_from.get(tp, end) for tp, end in positions.items()}
             drained = [d for d in (b.drain() for b in self.buffers.values()) if d is not None]
             for item in drained:
                 await self._write(item)
@@ -207,10 +208,12 @@ class Worker:
                 for extra in parts[1:]:
                     files = self._writer.jvm.tabletopic.SinkWriter.concat(files, extra.files)
                 newest = [p.max_timestamp_ms for p in parts if p.max_timestamp_ms is not None]
+                floors = parts[0].floors if all(p.floors == parts[0].floors for p in parts) else None
                 written.append(DataWritten(event.commit_id, table, files, sum(p.records for p in parts),
-                                           sum(p.file_count for p in parts), max(newest) if newest else None))
+                                           sum(p.file_count for p in parts), max(newest) if newest else None,
+                                           floors))
             self._pending = {}
-            return DataComplete(event.commit_id, positions, written)
+            return DataComplete(event.commit_id, positions, written, starts)
 
     def set_floors(self, floors: dict[str, dict[TopicPartition, int]], tps: Iterable[TopicPartition]) -> None:
         """After an assignment: what each table already holds of ``tps``; buffered rows below go."""
@@ -226,26 +229,48 @@ class Worker:
                     log.info("dropped buffered rows the table already has", table=name, topic=tp[0],
                              partition=tp[1], records=dropped)
 
-    def release(self, tps: Iterable[TopicPartition]) -> None:
+    def release(self, tps: Iterable[TopicPartition]) -> bool:
         """Forget partitions that were revoked: their rows are re-read by their next owner.
 
-        ``uncommitted_from`` stays. If the revocation's barrier could not commit and a partition
-        comes back here before any table records it, the consumer's fetch position is past the rows
-        dropped now; only this offset says where they began.
+        ``uncommitted_from`` stays: if a partition comes back, it is read again from there, since
+        the rows dropped here reached no table. True if everything buffered had to go (files
+        written early may hold rows of the revoked partitions and cannot be split), in which case
+        the partitions kept must be read again too.
         """
         gone = set(tps)
+        if self._pending:
+            log.info("dropping files written early: they may hold rows of revoked partitions",
+                     tables=sorted(self._pending))
+            self.reset()
+            return True
         for buffer in self.buffers.values():
             dropped = buffer.discard(gone)
             if dropped:
                 log.info("dropped buffered rows of revoked partitions", table=buffer.table, records=dropped)
         for tp in gone:
             self.positions.pop(tp, None)
+        return False
 
-    def committed(self, positions: dict[TopicPartition, int]) -> None:
-        """A snapshot now holds everything below ``positions``."""
+    def committed(self, positions: dict[TopicPartition, int], tables: dict[str, dict[TopicPartition, int]]) -> None:
+        """A snapshot now holds everything below ``positions``; ``tables`` is what each table records.
+
+        Buffered rows below what their table now records were read a second time (after a
+        revocation gave the partition back, say) and must not be written again: they go, and the
+        buffer's floors move up, so that answers say what their rows were cut against.
+        """
         for tp, offset in positions.items():
             if tp in self.uncommitted_from:
                 self.uncommitted_from[tp] = max(self.uncommitted_from[tp], offset)
+        for buffer in self.buffers.values():
+            recorded = tables.get(buffer.table, {})
+            for tp in positions:
+                if tp not in recorded:
+                    continue
+                buffer.floor[tp] = recorded[tp]
+                dropped = buffer.drop_below(tp, recorded[tp])
+                if dropped:
+                    log.info("dropped buffered rows a commit already holds", table=buffer.table, topic=tp[0],
+                             partition=tp[1], records=dropped)
 
     def reset(self) -> None:
         """Drop everything not committed (after a failed or fenced commit).
