@@ -93,6 +93,7 @@ class SinkTask:
         tp = (raw.topic, raw.partition)
         if tp not in self.assigned:
             return  # fetched before a revocation; the new owner reads it
+        position = self.worker.positions.get(tp)
         self.metrics.records_consumed.labels(topic=raw.topic).inc(len(raw))
         self.metrics.bytes_consumed.labels(topic=raw.topic).inc(
             sum(len(v) for v in raw.values if v) + sum(len(k) for k in raw.keys if k))
@@ -121,6 +122,10 @@ class SinkTask:
                 failures.extend(RecordFailure("schema", f.index, f.reason) for f in schema_failures)
                 staged.setdefault(table, []).extend(parts)
         await self.failed.handle(raw, failures)  # raises under errors.tolerance=none
+        if tp not in self.assigned or self.worker.positions.get(tp) != position:
+            # A revocation, or a seek after a rejected answer, came while the bad records were sent:
+            # these rows no longer continue the partition, and come again from where it now stands.
+            return
         if failures:
             bad = np.asarray(sorted({f.index for f in failures}), dtype=np.int64)
             staged = {t: [p.take(~np.isin(p.rows, bad)) for p in parts] for t, parts in staged.items()}
@@ -240,6 +245,9 @@ class SinkTask:
             current = self.worker.positions.get(tp)
             if current is None or current < start:
                 self.worker.positions[tp] = start
+                # Rows from here on are all read again; an older start would make the next answer
+                # claim offsets it holds no rows for.
+                self.worker.uncommitted_from[tp] = start
                 seeks[tp] = start
         self.log.info("positions from the tables", seeks={f"{t}[{p}]": o for (t, p), o in sorted(seeks.items())},
                       group={f"{t}[{p}]": o for (t, p), o in sorted(group.items())}, tables=known)

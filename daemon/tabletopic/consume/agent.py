@@ -21,7 +21,7 @@ from faust.types import TP, Message
 from tabletopic.commit.control import Control
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig
-from tabletopic.consume.batch_fetch import BatchingApp
+from tabletopic.consume.batch_fetch import STALE, BatchingApp
 from tabletopic.convert.records import RawRecords
 from tabletopic.failed_records import RecordFailed
 from tabletopic.sink_task import SinkTask
@@ -42,6 +42,7 @@ class FaustConsumer:
         self.failed = asyncio.Event()
         self._draining = False
         self._tasks: list[asyncio.Task[None]] = []
+        self._taken_generation: dict[TP, int] = {}  # per partition, the seek generation of the last batch taken
         session_s = worker.session_timeout_ms / 1000
         overrides = {**worker.consumer_props, **config.consumer_overrides}
         self.app = BatchingApp(
@@ -103,8 +104,12 @@ class FaustConsumer:
             if self._draining or self.fatal is not None:
                 continue
             try:
-                for raw in self._by_partition(batches, generations):
-                    await self.task.ingest(raw)
+                for tp, messages in batches.items():
+                    # Judged one at a time, just before it is ingested: ingesting the one before may
+                    # have waited, and a rebalance or a rejected answer moved the position meanwhile.
+                    raw = self._take(tp, messages, generations.get(tp, STALE))
+                    if raw is not None:
+                        await self.task.ingest(raw)
                 while self.task.over_memory and not self._draining:
                     await self.control.relieve()
             except RecordFailed as exc:
@@ -117,31 +122,59 @@ class FaustConsumer:
         self.fatal = exc
         self.failed.set()
 
-    def _by_partition(self, batches: dict[TP, list[Message]], generations: dict[TP, int]) -> list[RawRecords]:
-        out = []
-        positions = self.task.worker.positions
+    def _take(self, tp: TP, messages: list[Message], generation: int) -> RawRecords | None:
+        """A partition's fetched records, if they continue it where the sink stands.
+
+        That is at the next offset after the last record taken, or where the last seek went.
+        Anything else is left, and the partition sought back to where the sink stands if needed.
+        """
+        position = self.task.worker.positions.get((tp.topic, tp.partition))
         current = self.app.seek_generation
-        for tp, messages in batches.items():
-            if generations.get(tp, 0) != current.get(tp, 0):
-                # Fetched before a seek and delivered after it. After a backward seek these records lie
-                # above the new position: taken, they would move it up, and the records the seek asked
-                # for would then be dropped below. They come again from the sought offset.
-                continue
-            position = positions.get((tp.topic, tp.partition))
-            if position is not None and messages[0].offset < position:
-                # Fetched before a seek; the tables already have it or it comes again.
-                messages = [m for m in messages if m.offset >= position]
-                if not messages:
-                    continue
-            out.append(RawRecords(
-                tp.topic, tp.partition,
-                [m.offset for m in messages],
-                [int(m.timestamp * 1000) for m in messages],
-                [m.key for m in messages],
-                [m.value for m in messages],
-                [list(m.headers or ()) for m in messages],
-            ))
-        return out
+        if self.app.seek_queued(tp):
+            return None  # it comes again after the seek
+        if position is not None and messages[0].offset < position:
+            # The tables already have these, or they were taken before a seek to here.
+            messages = [m for m in messages if m.offset >= position]
+            if not messages:
+                return None
+        # A record is the same whichever fetch brought it, so a batch that continues the partition
+        # is taken even if a seek came after its fetch. One that starts further on is taken only
+        # where the gap is sure to be the log's; anywhere else the partition is read again.
+        if position is not None and messages[0].offset > position and not (
+                generation == current.get(tp, 0) and self._gap_is_real(tp, position, messages[0].offset,
+                                                                       generation)):
+            if generation not in (STALE, current.get(tp, 0)):
+                return None  # fetched before a seek that moved the fetch back: the records come again
+            self.log.warning("records arrived past a gap; reading the partition again from where the sink "
+                             "stands", topic=tp.topic, partition=tp.partition, expected=position,
+                             got=messages[0].offset)
+            self.app.request_seek(tp, position)
+            return None
+        self._taken_generation[tp] = generation
+        return RawRecords(
+            tp.topic, tp.partition,
+            [m.offset for m in messages],
+            [int(m.timestamp * 1000) for m in messages],
+            [m.key for m in messages],
+            [m.value for m in messages],
+            [list(m.headers or ()) for m in messages],
+        )
+
+    def _gap_is_real(self, tp: TP, position: int, first: int, generation: int) -> bool:
+        """Offsets jump from ``position`` to ``first``: is it a gap in the log itself?
+
+        Compaction, transaction markers and retention leave offsets with no record, and Kafka
+        skips them. But Faust may also move the fetch (back to the group's offsets, while a
+        rebalance pauses it), and a batch fetched around a rebalance's seek can pass for a later
+        one. Only the first batch after a seek made between two fetches is sure to start at the
+        first record the log holds at or past the offset sought: the gap is trusted there, and
+        anywhere else the partition is sought back to ``position`` to check it.
+        """
+        if self.app.between_fetches.get(tp) == position and self._taken_generation.get(tp) != generation:
+            self.log.info("offsets skip records the log does not hold (compaction, transaction markers or "
+                          "retention)", topic=tp.topic, partition=tp.partition, expected=position, got=first)
+            return True
+        return False
 
     # -- rebalances -------------------------------------------------------------------------------
     async def _on_assigned(self, sender: Any, assigned: set[TP], **_: Any) -> None:
@@ -174,7 +207,7 @@ class FaustConsumer:
         """After a fenced commit: positions come from the tables again."""
         seeks = await self.task.seek_positions(set(self.task.assigned))
         for (topic, partition), offset in seeks.items():
-            await self.app.seek(TP(topic, partition), offset)
+            self.app.request_seek(TP(topic, partition), offset)
 
     # -- group offsets, for lag tools -------------------------------------------------------------
     async def _commit_group(self, positions: dict[tuple[str, int], int]) -> None:

@@ -19,6 +19,7 @@ import faust
 from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from faust.types import TP, Message
 
+STALE = -1  # the tag of a batch whose fetch overlapped a seek of its partition
 # A fetch: per partition, the seek generation it was fetched under, and its messages.
 Fetch = tuple[dict[TP, int], dict[TP, list[Message]]]
 BatchSink = Callable[[Fetch], Awaitable[None]]
@@ -28,25 +29,29 @@ class BatchDrainConsumer(AIOKafkaConsumer):
     """Faust's aiokafka consumer, delivering one batch per fetch."""
 
     async def _drain_messages(self, fetcher: Any) -> None:  # pragma: no cover - exercised end to end
-        deliver: BatchSink = self.app.deliver_batch  # type: ignore[attr-defined]
+        app: BatchingApp = self.app  # type: ignore[assignment]
+        deliver = app.deliver_batch
         consumer_stopped = self._stopped.is_set
         fetcher_stopped = fetcher._stopped.is_set
         read_offset = self._read_offset
         try:
             while not (consumer_stopped() or fetcher_stopped()):
+                await app.apply_seeks(self)
                 batches: dict[TP, list[Message]] = {}
+                before = dict(app.seek_generation)
                 async for tp, message in self.getmany(timeout=1.0):
                     seen = read_offset[tp]
                     if seen is None or message.offset >= seen:
                         batches.setdefault(tp, []).append(message)
                         read_offset[tp] = message.offset
                 if batches:
-                    # Tagged with the seek generation as the fetch ends. Faust yields one fetch's records
-                    # without awaiting, and aiokafka drops what it fetched before a seek, so up to here
-                    # the records are the seek's own. But the agent may seek while this batch waits in
-                    # the channel; the tag then tells it the records are stale.
-                    generations = self.app.seek_generation  # type: ignore[attr-defined]
-                    await deliver(({tp: generations.get(tp, 0) for tp in batches}, batches))
+                    # Each partition's batch is tagged with the seek generation it was fetched under.
+                    # A rebalance's seek runs while a fetch may be under way in Faust's consumer
+                    # thread, and may or may not have reached it: such a batch is tagged STALE.
+                    after = app.seek_generation
+                    tags = {tp: after.get(tp, 0) if after.get(tp, 0) == before.get(tp, 0) else STALE
+                            for tp in batches}
+                    await deliver((tags, batches))
                 else:
                     await asyncio.sleep(0)
         except self.consumer_stopped_errors:
@@ -60,18 +65,49 @@ class BatchDrainConsumer(AIOKafkaConsumer):
 
 
 class BatchingApp(faust.App):
-    """A Faust app whose consumer is :class:`BatchDrainConsumer`."""
+    """A Faust app whose consumer is :class:`BatchDrainConsumer`.
+
+    Seeks bump a per-partition *generation*, so that the agent can tell a batch fetched
+    before a seek from one fetched after it. Outside rebalances, seeks are queued and made
+    between two fetches, in the consumer's own thread: the first batch fetched after such a
+    seek then starts at the first record the log holds at or past the offset sought, which
+    is what lets the agent trust a gap it sees there.
+    """
 
     deliver_batch: BatchSink
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.seek_generation: dict[TP, int] = {}
+        self.between_fetches: dict[TP, int] = {}  # the offset of each partition's last seek made between fetches
+        self._queued: dict[TP, int] = {}
 
     async def seek(self, tp: TP, offset: int) -> None:
-        """Seek, and make every batch fetched before it stale."""
+        """Seek now (from a rebalance callback), and make every batch fetched before it stale."""
+        self._queued.pop(tp, None)
+        self.between_fetches.pop(tp, None)
         self.seek_generation[tp] = self.seek_generation.get(tp, 0) + 1
         await self.consumer.seek(tp, offset)
+
+    def request_seek(self, tp: TP, offset: int) -> None:
+        """Seek before the next fetch."""
+        self._queued[tp] = offset
+
+    def seek_queued(self, tp: TP) -> bool:
+        return tp in self._queued
+
+    async def apply_seeks(self, consumer: AIOKafkaConsumer) -> None:
+        if not self._queued:
+            return
+        queued, self._queued = self._queued, {}
+        assigned = consumer.assignment()
+        queued = {tp: o for tp, o in queued.items() if tp in assigned}  # a revoked one is sought by its next owner
+        if not queued:
+            return
+        await consumer.seek_wait(queued)
+        for tp, offset in queued.items():
+            self.seek_generation[tp] = self.seek_generation.get(tp, 0) + 1
+            self.between_fetches[tp] = offset
 
     def _new_transport(self) -> Any:
         transport = super()._new_transport()
