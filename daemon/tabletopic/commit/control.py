@@ -195,6 +195,9 @@ class Control:
             if complete is not None:
                 self._fill(body, complete)
         if body["ranges"] or body["files"]:
+            self.log.info("answering", answer=body["answer"][:12], epoch=epoch, reason=reason,
+                          ranges=" ".join(f"{k}@{a}-{b}" for k, (a, b) in sorted(body["ranges"].items())),
+                          records=body["records"])
             self._pending, self._pending_body, self._pending_epoch = body["answer"], body, epoch
             self._pending_ends = {_tp_of(k): v[1] for k, v in body["ranges"].items()}
             self._resolved.clear()
@@ -210,6 +213,8 @@ class Control:
                 body["ranges"][_tp_key(tp)] = [start, end]
         serialize = self.task.tables.jvm.tabletopic.SinkWriter.serialize
         tps = [_tp_of(k) for k in body["ranges"]]
+        for table, floors in complete.floors.items():
+            body["floors"][table] = {_tp_key(tp): floors[tp] for tp in tps if tp in floors}
         for written in complete.written:
             # The floors the rows were cut against, not today's view: that is what makes a stale answer
             # (a zombie's, a revoked owner's) fail the coordinator's check.
@@ -300,6 +305,10 @@ class Control:
                 rejected[answer.answer_id] = why
                 self.log.info("answer rejected; its worker reads again from the tables", worker=answer.member,
                               reason=why)
+        if accepted:
+            self.log.info("answers accepted", commit_id=current.commit_id, answers={
+                a.member: " ".join(f"{_tp_key(tp)}@{start}-{end}" for tp, (start, end) in sorted(a.ranges.items()))
+                + "; " + " ".join(f"{t}:{n}" for t, n in sorted(a.records.items())) for a in accepted})
         merged = self._merge(current.commit_id, accepted)
         result = await view.commit(merged, current.started)
         if result.fenced or result.failed:

@@ -44,6 +44,9 @@ class DataComplete:
     written: list[DataWritten] = field(default_factory=list)
     # Per partition, the first offset the files may hold (taken with the positions, in one step).
     starts: dict[TopicPartition, int] = field(default_factory=dict)
+    # Per table, the offsets rows were cut against, also for tables that got no rows: records cut
+    # away entirely still count as covered, and only these floors say the cut was right.
+    floors: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
 
 
 @dataclass

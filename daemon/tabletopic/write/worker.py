@@ -51,6 +51,7 @@ class Worker:
         self._write_lock = asyncio.Lock()
         self._flushes: set[asyncio.Task[None]] = set()
         self._flush_error: BaseException | None = None
+        self._resets = 0  # a write that began before a reset is dropped when it ends
 
     # -- ingest side (event loop, synchronous) ----------------------------------------------------
     def prepare(self, table: str, records: SinkRecords) -> tuple[list[SinkRecords], list[Failure]]:
@@ -170,21 +171,30 @@ class Worker:
 
     async def _flush(self, name: str) -> None:
         async with self._write_lock:
-            drained = self.buffers[name].drain()
+            buffer = self.buffers.get(name)
+            drained = buffer.drain() if buffer is not None else None
             if drained is None:
                 return
+            resets = self._resets
             try:
-                await self._write(drained)
+                await self._write(drained, resets)
             except Exception as exc:
+                if resets != self._resets:
+                    return  # those rows were dropped meanwhile, and are read again
                 # Those rows left the buffer but reached no file: the next barrier must not commit
                 # positions past them. It fails, and the partitions are read again from the tables.
                 log.error("writing files early failed; the next barrier re-reads from the tables",
                           table=name, error=str(exc))
                 self._flush_error = exc
 
-    async def _write(self, drained: Drained) -> None:
+    async def _write(self, drained: Drained, resets: int) -> None:
         handle = self._tables.get(drained.table)
         written = await asyncio.to_thread(self._writer.write, handle, drained)
+        if resets != self._resets:
+            # Everything uncommitted was dropped while these files were written (a rejected answer,
+            # a revocation): their rows are read again, so the files must not reach an answer.
+            log.info("dropped files written before a reset", table=drained.table, records=written.records)
+            return
         self._pending.setdefault(drained.table, []).append(written)
         self._metrics.write_seconds.labels(table=drained.table).observe(written.seconds)
         log.debug("wrote files", table=drained.table, files=written.file_count, records=written.records,
@@ -194,14 +204,19 @@ class Worker:
     async def start_commit(self, event: StartCommit) -> DataComplete:
         """Write everything buffered and answer with the files and the positions they cover."""
         async with self._write_lock:
+            resets = self._resets
             if self._flush_error is not None:
                 error, self._flush_error = self._flush_error, None
                 raise RuntimeError(f"an early write failed: {error}") from error
             positions = dict(self.positions)
             starts = {tp: self.uncommitted_from.get(tp, end) for tp, end in positions.items()}
+            cut_at = {name: dict(buffer.floor) for name, buffer in self.buffers.items()}
             drained = [d for d in (b.drain() for b in self.buffers.values()) if d is not None]
             for item in drained:
-                await self._write(item)
+                await self._write(item, resets)
+            if resets != self._resets:
+                # Dropped while writing (a revocation): claim nothing, the rows are read again.
+                return DataComplete(event.commit_id, {}, [])
             written = []
             for table, parts in self._pending.items():
                 files = parts[0].files
@@ -213,7 +228,7 @@ class Worker:
                                            sum(p.file_count for p in parts), max(newest) if newest else None,
                                            floors))
             self._pending = {}
-            return DataComplete(event.commit_id, positions, written, starts)
+            return DataComplete(event.commit_id, positions, written, starts, cut_at)
 
     def set_floors(self, floors: dict[str, dict[TopicPartition, int]], tps: Iterable[TopicPartition]) -> None:
         """After an assignment: what each table already holds of ``tps``; buffered rows below go."""
@@ -238,9 +253,9 @@ class Worker:
         the partitions kept must be read again too.
         """
         gone = set(tps)
-        if self._pending:
+        if self._pending or self._flushes:
             log.info("dropping files written early: they may hold rows of revoked partitions",
-                     tables=sorted(self._pending))
+                     tables=sorted(self._pending), writing=len(self._flushes))
             self.reset()
             return True
         for buffer in self.buffers.values():
@@ -271,12 +286,21 @@ class Worker:
                 if dropped:
                     log.info("dropped buffered rows a commit already holds", table=buffer.table, topic=tp[0],
                              partition=tp[1], records=dropped)
+        # Files written early since the answer's snapshot hold only rows past its ends: they were cut
+        # against the old floors, and are just as valid against the new ones.
+        for table, parts in self._pending.items():
+            recorded = tables.get(table, {})
+            for part in parts:
+                for tp, end in positions.items():
+                    if recorded.get(tp) == end and part.floors.get(tp, -1) <= end:
+                        part.floors[tp] = end
 
     def reset(self) -> None:
         """Drop everything not committed (after a failed or fenced commit).
 
         Positions are decided again from the tables and ``uncommitted_from``, which stays.
         """
+        self._resets += 1
         self._flush_error = None
         for buffer in self.buffers.values():
             buffer.clear()
