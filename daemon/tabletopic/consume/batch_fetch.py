@@ -16,9 +16,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import faust
+import structlog
 from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from faust.types import TP, Message
 
+log = structlog.get_logger(__name__)
 STALE = -1  # the tag of a batch whose fetch overlapped a seek of its partition
 # A fetch: per partition, the seek generation it was fetched under, and its messages.
 Fetch = tuple[dict[TP, int], dict[TP, list[Message]]]
@@ -99,15 +101,27 @@ class BatchingApp(faust.App):
     async def apply_seeks(self, consumer: AIOKafkaConsumer) -> None:
         if not self._queued:
             return
-        queued, self._queued = self._queued, {}
+        queued = dict(self._queued)
         assigned = consumer.assignment()
-        queued = {tp: o for tp, o in queued.items() if tp in assigned}  # a revoked one is sought by its next owner
+        for tp in [tp for tp in queued if tp not in assigned]:  # a revoked one is sought by its next owner
+            del queued[tp], self._queued[tp]
         if not queued:
             return
-        await consumer.seek_wait(queued)
-        for tp, offset in queued.items():
+        # The agent leaves these partitions alone until the seek is made, and then knows every
+        # batch tagged before it for what it is.
+        for tp in queued:
             self.seek_generation[tp] = self.seek_generation.get(tp, 0) + 1
-            self.between_fetches[tp] = offset
+        generations = {tp: self.seek_generation[tp] for tp in queued}
+        try:
+            await consumer.seek_wait(queued)
+        except Exception as exc:  # a rebalance took a partition meanwhile: try again before the next fetch
+            log.warning("seek failed; trying again", error=str(exc) or type(exc).__name__)
+            return
+        for tp, offset in queued.items():
+            if self.seek_generation[tp] == generations[tp]:  # no rebalance's seek came meanwhile
+                self.between_fetches[tp] = offset
+            if self._queued.get(tp) == offset:
+                del self._queued[tp]
 
     def _new_transport(self) -> Any:
         transport = super()._new_transport()
