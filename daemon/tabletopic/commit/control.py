@@ -104,6 +104,7 @@ class Control:
         self._pending_epoch = -1  # the coordinator epoch it was last sent to (-1: whoever coordinates)
         self._pending_ends: dict[TopicPartition, int] = {}
         self._resolved = asyncio.Event()
+        self._answer_lock = asyncio.Lock()
         self._rejected = False  # how the last answer ended
         # coordinator side
         self.leader = False
@@ -174,17 +175,26 @@ class Control:
         if epoch < self.max_epoch:
             return  # a coordinator that lost its role; its barriers are not ours to answer
         self.max_epoch = max(self.max_epoch, epoch)
-        if self._pending is not None and self._pending_epoch < epoch:
-            # Our answer went to a coordinator that may be gone: hand the same answer to this one. The
-            # floors in it decide, so it is committed once at most, whoever gets to it.
-            self._pending_epoch = epoch
-            await self.channel.send({**self._pending_body, "commit_id": event["commit_id"], "epoch": epoch,
-                                     "assigned": [_tp_key(tp) for tp in sorted(self.task.assigned)]})
-            return
-        await self.answer(event["commit_id"], epoch, solicited=True, reason=str(event.get("reason", "interval")))
+        async with self._answer_lock:
+            if self._pending is not None and self._pending_epoch < epoch:
+                # Our answer went to a coordinator that may be gone: hand the same answer to this one.
+                # The floors in it decide, so it is committed once at most, whoever gets to it.
+                self._pending_epoch = epoch
+                await self.channel.send({**self._pending_body, "commit_id": event["commit_id"], "epoch": epoch,
+                                         "assigned": [_tp_key(tp) for tp in sorted(self.task.assigned)]})
+                return
+            await self._answer(event["commit_id"], epoch, solicited=True,
+                               reason=str(event.get("reason", "interval")))
 
     async def answer(self, commit_id: str | None, epoch: int, solicited: bool, reason: str) -> None:
         """Write what is buffered and send it, or, with an answer in flight, only say what we own."""
+        # One at a time: a barrier, memory pressure and shutdown may all ask at once, and a second
+        # answer written while the first was being written would claim the same ranges with none
+        # of the rows.
+        async with self._answer_lock:
+            await self._answer(commit_id, epoch, solicited, reason)
+
+    async def _answer(self, commit_id: str | None, epoch: int, solicited: bool, reason: str) -> None:
         assigned = sorted(self.task.assigned)
         body: Event = {"type": "data", "commit_id": commit_id or f"{reason}-{uuid.uuid4().hex[:8]}",
                        "answer": uuid.uuid4().hex, "member": self.member, "epoch": epoch, "solicited": solicited,
@@ -250,7 +260,8 @@ class Control:
     # -- the coordinator ----------------------------------------------------------------------------
     def _on_data(self, answer: _Answer) -> None:
         if answer.carries:  # answers to an earlier coordinator's barrier too: floors decide if they still hold
-            self._answers[answer.member] = answer
+            # By answer: a resent answer replaces itself, and two answers of one worker are both judged.
+            self._answers[answer.answer_id] = answer
             if not answer.commit_id or self._round is None or answer.commit_id != self._round.commit_id:
                 self._wake.set()  # an unsolicited flush (shutdown, memory pressure): commit soon
         current = self._round
