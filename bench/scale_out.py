@@ -1,13 +1,15 @@
 """Sustained records/s with 1, 2 and 3 daemons on the same topic, in the same run.
 
-Produces N JSON records (default 300,000, 6 partitions) to the bundled broker once.
-Then, for each daemon count, starts that many ``tabletopic standalone`` processes
-(each with its own local SparkSession) with a fresh connector and table on that
-topic, and watches the table's committed offsets.  The sustained rate is the
-records committed after the first commit divided by the time to the last one,
-so Spark start-up is left out.  The one-daemon run is the baseline.
+For each daemon count it starts that many ``tabletopic standalone`` processes
+(each with its own local SparkSession) with a fresh connector on one topic,
+reading from the topic's end.  Once every daemon has its partitions, it
+produces a warm-up of 12,000 records and waits until they are committed (so
+that every JVM has run the writer), then produces N records (default 400,000,
+6 partitions) and times from the first of them being produced to the snapshot
+that commits the last.  The one-daemon run is the baseline.  Commits are
+watched in the table's metadata files, without a JVM of the bench's own.
 
-    python bench/scale_out.py [--records 300000] [--daemons 1,2,3]
+    python bench/scale_out.py [--records 400000] [--daemons 1,2,3]
 """
 
 from __future__ import annotations
@@ -25,24 +27,20 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 
-from tabletopic.commit.source_offsets import read_offsets
-from tabletopic.config.connector import parse_connector
-from tabletopic.config.worker import parse_worker
+from tabletopic.commit.source_offsets import offsets_key
 from tabletopic.demo.broker import EmbeddedBroker, create_topic
-from tabletopic.write.iceberg_tables import IcebergTables
-from tabletopic.write.spark_session import SparkRuntime
 
 PARTITIONS = 6
-INTERVAL_MS = 5000
+INTERVAL_MS = 2000
+WARM_UP = 12_000
 
 
-async def fill(bootstrap: str, topic: str, n: int) -> None:
-    await create_topic(bootstrap, topic, PARTITIONS)
+async def produce(bootstrap: str, topic: str, first: int, n: int) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=512 * 1024)
     await producer.start()
     try:
         pending = []
-        for i in range(n):
+        for i in range(first, first + n):
             value = json.dumps({"id": i, "user": f"u{i % 1000}", "page": f"/p/{i % 97}", "ms": i % 5000}).encode()
             pending.append(await producer.send(topic, value, partition=i % PARTITIONS))
             if len(pending) >= 10_000:
@@ -58,74 +56,103 @@ def props(path: Path, values: dict[str, object]) -> Path:
     return path
 
 
-def run(count: int, bootstrap: str, topic: str, warehouse: Path, n: int, work: Path) -> tuple[float, float]:
+def committed(table_dir: Path, group: str) -> int:
+    """The sum of the offsets in the table's current snapshot (the caller subtracts where it started)."""
+    versions = sorted(table_dir.glob("metadata/v*.metadata.json"), key=lambda p: int(p.name[1:].split(".")[0]))
+    if not versions:
+        return 0
+    doc = json.loads(versions[-1].read_text())
+    current = next((s for s in doc.get("snapshots", []) if s["snapshot-id"] == doc.get("current-snapshot-id")), None)
+    if current is None or offsets_key(group) not in current["summary"]:
+        return 0
+    return sum(sum(parts.values()) for parts in json.loads(current["summary"][offsets_key(group)]).values())
+
+
+def wait_for(what: str, check: object, timeout: float, procs: list[subprocess.Popen[bytes]], work: Path) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return time.monotonic()
+        if any(p.poll() is not None for p in procs):
+            raise SystemExit(f"a daemon exited while waiting for {what}; see {work}")
+        time.sleep(0.1)
+    raise SystemExit(f"timed out waiting for {what}; see {work}")
+
+
+def run(count: int, bootstrap: str, topic: str, warehouse: Path, n: int, work: Path, produced: int) -> float:
     name = f"scale{count}"
     connector = {"name": name, "topics": topic, "iceberg.tables": f"bench.scale{count}",
                  "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
                  "iceberg.control.commit.interval-ms": INTERVAL_MS, "iceberg.catalog.type": "hadoop",
-                 "iceberg.catalog.warehouse": f"file://{warehouse}"}
+                 "iceberg.catalog.warehouse": f"file://{warehouse}",
+                 "consumer.override.auto.offset.reset": "latest"}
     worker = {"bootstrap.servers": bootstrap, "listeners": "", "log.format": "json", "spark.master": "local[2]",
               "spark.driver.memory": "1g", "consumer.session.timeout.ms": 6000,
               "consumer.heartbeat.interval.ms": 1000}
     procs = []
+    logs = []
     for d in range(count):
         home = work / f"{name}-{d}"
         home.mkdir()
-        log = open(home / "daemon.log", "wb")  # noqa: SIM115 - handed to the child
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "tabletopic.cli", "standalone", str(props(home / "w.properties", worker)),
-             str(props(home / "c.properties", connector))], cwd=home, stdout=log, stderr=subprocess.STDOUT))
-        log.close()
-    spark = SparkRuntime({"spark.master": "local[1]", "spark.driver.memory": "512m"})
-    tables = IcebergTables(spark, parse_connector(connector, parse_worker(worker)))
-    first: tuple[float, int] | None = None
-    last = (time.monotonic(), 0)
+        logs.append(home / "daemon.log")
+        with open(logs[-1], "wb") as log:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "tabletopic.cli", "standalone", str(props(home / "w.properties", worker)),
+                 str(props(home / "c.properties", connector))], cwd=home, stdout=log, stderr=subprocess.STDOUT))
+    table_dir, group = warehouse / "bench" / f"scale{count}", f"connect-{name}"
+
+    def assigned() -> int:
+        total = 0
+        for path in logs:
+            events = [json.loads(line) for line in path.read_text(errors="replace").splitlines()
+                      if line.startswith("{") and '"partitions assigned"' in line]
+            total += events[-1]["partitions"] if events else 0
+        return total
+
     try:
-        deadline = time.monotonic() + 900
-        while time.monotonic() < deadline:
-            time.sleep(0.5)
-            if not tables.exists(f"bench.scale{count}"):
-                continue
-            handle = tables.get(f"bench.scale{count}")
-            handle.java.refresh()
-            done = sum(read_offsets(handle.java, None, f"connect-{name}").values())
-            if done and first is None:
-                first = (time.monotonic(), done)
-            if done != last[1]:
-                last = (time.monotonic(), done)
-            if done >= n:
-                break
+        # Every member has its share once the group is stable (the assignment events add up).
+        wait_for("the group to settle", lambda: assigned() == PARTITIONS, 300, procs, work)
+        time.sleep(3.0)  # a rebalance still under way shows within a few heartbeats
+        wait_for("the group to settle", lambda: assigned() == PARTITIONS, 300, procs, work)
+        asyncio.run(produce(bootstrap, topic, produced, WARM_UP))
+        wait_for("the warm-up", lambda: committed(table_dir, group) - produced >= WARM_UP, 300, procs, work)
+        base = committed(table_dir, group)
+        started = time.monotonic()
+        asyncio.run(produce(bootstrap, topic, produced + WARM_UP, n))
+        ended = wait_for("every record", lambda: committed(table_dir, group) - base >= n, 900, procs, work)
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
         for p in procs:
             p.wait(120)
-        spark.stop()
-    if first is None or last[1] < n:
-        raise SystemExit(f"{count} daemon(s) did not commit all {n} records; see {work}")
-    seconds = last[0] - first[0]
-    return (n - first[1]) / seconds if seconds > 0 else float("nan"), seconds
+    return n / (ended - started)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--records", type=int, default=400_000)
     parser.add_argument("--daemons", default="1,2,3")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tabletopic-scale-"))
     try:
         with EmbeddedBroker(log_path=work / "broker.log") as broker:
-            asyncio.run(fill(broker.bootstrap_servers, "scale", args.records))
-            results = []
+            for topic in ("scale", "scale-alone"):
+                asyncio.run(create_topic(broker.bootstrap_servers, topic, PARTITIONS))
+            started = time.monotonic()
+            asyncio.run(produce(broker.bootstrap_servers, "scale-alone", 0, args.records))
+            producer_alone = args.records / (time.monotonic() - started)
+            results, produced = [], 0
             for count in (int(c) for c in args.daemons.split(",")):
-                rate, seconds = run(count, broker.bootstrap_servers, "scale", work / "warehouse", args.records, work)
-                results.append((count, rate, seconds))
+                rate = run(count, broker.bootstrap_servers, "scale", work / "warehouse", args.records, work, produced)
+                produced += WARM_UP + args.records
+                results.append((count, rate))
         print(f"{args.records:,} JSON records, {PARTITIONS} partitions, {INTERVAL_MS // 1000} s commit interval, "
-              "each daemon with its own local[2] SparkSession")
-        print(f"{'daemons':>8}{'records/s':>12}{'seconds':>9}{'vs 1':>7}")
+              "each daemon with its own local[2] SparkSession; the producer runs during the measurement")
+        print(f"producer alone: {producer_alone:,.0f} records/s")
+        print(f"{'daemons':>8}{'records/s':>12}{'vs 1':>7}")
         base = results[0][1]
-        for count, rate, seconds in results:
-            print(f"{count:>8}{rate:12,.0f}{seconds:9.1f}{rate / base:7.2f}")
+        for count, rate in results:
+            print(f"{count:>8}{rate:12,.0f}{rate / base:7.2f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
