@@ -14,11 +14,9 @@ import contextlib
 import json
 
 import structlog
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
 from tabletopic.registry.schema_store import SchemaStore, Write
+from tabletopic.single_partition_topic import SinglePartitionTopic
 
 log = structlog.get_logger(__name__)
 
@@ -27,23 +25,13 @@ class SchemaLog:
     def __init__(self, bootstrap: list[str], topic: str, store: SchemaStore) -> None:
         self.topic = topic
         self.store = store
-        self._bootstrap = bootstrap
-        self._tp = TopicPartition(topic, 0)
-        self._producer: AIOKafkaProducer | None = None
-        self._consumer: AIOKafkaConsumer | None = None
+        self._topic = SinglePartitionTopic(bootstrap, topic, configs={"cleanup.policy": "compact"})
         self._reader: asyncio.Task[None] | None = None
         self._applied = -1  # offset of the last record applied
         self._progress = asyncio.Condition()
 
     async def start(self, timeout_s: float = 30.0) -> None:
-        await self._ensure_topic()
-        self._producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, acks="all", linger_ms=0)
-        await self._producer.start()
-        self._consumer = AIOKafkaConsumer(bootstrap_servers=self._bootstrap, enable_auto_commit=False,
-                                          group_id=None, auto_offset_reset="earliest")
-        await self._consumer.start()
-        self._consumer.assign([self._tp])
-        await self._consumer.seek_to_beginning(self._tp)
+        await self._topic.open(from_end=False)
         self._reader = asyncio.get_running_loop().create_task(self._read(), name=f"schema-log-{self.topic}")
         await self.catch_up(timeout_s)
         log.info("schemas loaded", topic=self.topic, subjects=len(self.store.subjects),
@@ -54,25 +42,13 @@ class SchemaLog:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
-        for client in (self._consumer, self._producer):
-            if client is not None:
-                with contextlib.suppress(KafkaError, asyncio.TimeoutError):
-                    await asyncio.wait_for(client.stop(), 10)
-
-    async def _ensure_topic(self) -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap)
-        await admin.start()
-        try:
-            with contextlib.suppress(TopicAlreadyExistsError):
-                await admin.create_topics([NewTopic(self.topic, 1, 1, topic_configs={"cleanup.policy": "compact"})])
-        finally:
-            await admin.close()
+        await self._topic.close()
 
     async def _read(self) -> None:
-        assert self._consumer is not None
+        tp = self._topic.tp
         while True:
-            batches = await self._consumer.getmany(self._tp, timeout_ms=200)
-            for record in batches.get(self._tp, []):
+            batches = await self._topic.consumer.getmany(tp, timeout_ms=200)
+            for record in batches.get(tp, []):
                 self._apply(record.key, record.value, record.offset)
             async with self._progress:
                 self._progress.notify_all()
@@ -91,15 +67,14 @@ class SchemaLog:
 
     async def catch_up(self, timeout_s: float = 10.0) -> None:
         """Wait until everything in the topic now has been applied (other daemons' writes too)."""
-        assert self._consumer is not None
-        end = (await self._consumer.end_offsets([self._tp]))[self._tp]
+        tp = self._topic.tp
+        end = (await self._topic.consumer.end_offsets([tp]))[tp]
         await self._wait_applied(end - 1, timeout_s)
 
     async def append(self, writes: list[Write], timeout_s: float = 10.0) -> None:
-        assert self._producer is not None
         last = -1
         for w in writes:
-            meta = await self._producer.send_and_wait(
+            meta = await self._topic.producer.send_and_wait(
                 self.topic, key=json.dumps(w.key, sort_keys=True).encode(),
                 value=None if w.value is None else json.dumps(w.value).encode(), partition=0)
             last = meta.offset
