@@ -85,7 +85,7 @@ async def sink(worker_props: dict[str, str], connector_props: dict[str, str], n:
         task = daemon.connectors[0].task
         if started is None and task.assigned:
             started = time.perf_counter()
-        if sum(task.coordinator.table_offsets.get(TABLE, {}).values()) >= n:
+        if sum(task.committed_offsets(TABLE).values()) >= n:
             break
     elapsed = time.perf_counter() - (started or time.perf_counter())
     daemon.stop_requested.set()

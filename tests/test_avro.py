@@ -43,7 +43,7 @@ def _serializer(url: str, schema: dict[str, Any]) -> Callable[[str, dict[str, An
 
 
 def _done(table: str, n: int) -> Callable[[Any], bool]:
-    return lambda d: sum(d.connectors[0].task.coordinator.table_offsets.get(table, {}).values()) >= n
+    return lambda d: sum(d.connectors[0].task.committed_offsets(table).values()) >= n
 
 
 def order_schema(version: int) -> dict[str, Any]:

@@ -56,7 +56,7 @@ def test_tolerance_all_sends_bad_records_to_the_dead_letter_topic(
         "value.converter.schemas.enable": "false", "errors.tolerance": "all",
         "errors.deadletterqueue.topic.name": dlq, "errors.deadletterqueue.context.headers.enable": "true",
         "errors.log.enable": "true", "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}],
-        until=lambda d: sum(d.connectors[0].task.coordinator.table_offsets.get(table, {}).values()) >= len(records))
+        until=lambda d: sum(d.connectors[0].task.committed_offsets(table).values()) >= len(records))
     assert code == 0
     got = warehouse.sql(f"SELECT count(*), count(DISTINCT id), sum(amount), min(id), max(id) FROM {{c}}.{table}")[0]
     assert tuple(got) == (3000, 3000, sum(i * 10 for i in range(3000)), 0, 2999)
@@ -133,7 +133,7 @@ def test_json_that_does_not_match_its_schema_goes_to_the_dead_letter_topic(
         "iceberg.tables.auto-create-enabled": "true", "errors.tolerance": "all",
         "errors.deadletterqueue.topic.name": dlq, "errors.deadletterqueue.context.headers.enable": "true",
         "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}],
-        until=lambda d: sum(d.connectors[0].task.coordinator.table_offsets.get(table, {}).values()) >= len(records))
+        until=lambda d: sum(d.connectors[0].task.committed_offsets(table).values()) >= len(records))
     assert code == 0
     got = warehouse.sql(f"SELECT count(*), count(DISTINCT id), sum(amount) FROM {{c}}.{table}")[0]
     assert tuple(got) == (10_000, 10_000, sum(range(10_000)))

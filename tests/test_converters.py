@@ -35,7 +35,7 @@ def _decimal_bytes(unscaled: int) -> str:
 
 def _committed(daemon: object, table: str, n: int) -> bool:
     task = daemon.connectors[0].task  # type: ignore[attr-defined]
-    return sum(task.coordinator.table_offsets.get(table, {}).values()) >= n
+    return sum(task.committed_offsets(table).values()) >= n
 
 
 def test_connect_json_logical_types_and_nesting(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:

@@ -112,7 +112,7 @@ def test_debezium_stream_replays_into_current_tables(bootstrap: str, spark: Spar
     def done(daemon: Any) -> bool:
         task = daemon.connectors[0].task
         offsets: dict[tuple[str, int], int] = {}
-        for table_offsets in task.coordinator.table_offsets.values():
+        for table_offsets in task.ledger.recorded().values():
             for tp, offset in table_offsets.items():
                 offsets[tp] = max(offsets.get(tp, 0), offset)
         return sum(offsets.values()) >= total

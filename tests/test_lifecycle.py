@@ -82,7 +82,7 @@ def test_a_writer_whose_table_moved_on_is_fenced(bootstrap: str, spark: SparkRun
 
     def step(daemon: Any) -> bool:
         task = daemon.connectors[0].task
-        offsets = task.coordinator.table_offsets.get(table, {})
+        offsets = task.committed_offsets(table)
         if not state["injected"] and offsets.get((topic, 0)) == 100:
             # Another writer takes partition 0 and commits up to 150, as a new owner would.
             handle = task.tables.get(table)
@@ -117,11 +117,11 @@ def test_a_failed_write_reads_its_records_again(bootstrap: str, spark: SparkRunt
     def step(daemon: Any) -> bool:
         nonlocal failures
         task = daemon.connectors[0].task
-        if task.last_barrier_error and "writing files failed" in task.last_barrier_error and blocker.is_file():
+        if task.last_error and "writing files failed" in task.last_error and blocker.is_file():
             failures += 1
             if failures >= 2:  # seen failing across two polls; now let writes succeed
                 blocker.unlink()
-        return sum(task.coordinator.table_offsets.get(table, {}).values()) >= 300
+        return sum(task.committed_offsets(table).values()) >= 300
 
     code, _ = run_in_process(spark, worker_props(bootstrap), [connector], until=step, timeout=180)
     assert code == 0 and failures >= 2

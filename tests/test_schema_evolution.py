@@ -40,7 +40,7 @@ def record(version: int, i: int) -> dict[str, Any]:
 
 
 def _done(table: str, n: int) -> Any:
-    return lambda d: sum(d.connectors[0].task.coordinator.table_offsets.get(table, {}).values()) >= n
+    return lambda d: sum(d.connectors[0].task.committed_offsets(table).values()) >= n
 
 
 def test_v1_v2_v3_land_in_one_table(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:

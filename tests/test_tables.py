@@ -79,7 +79,7 @@ def test_commit_branch_force_optional_and_case_insensitive(bootstrap: str, spark
                  "iceberg.tables.schema-force-optional": "true", "iceberg.control.commit.interval-ms": "1000",
                  **warehouse.connector_props()}
     code, _ = run_in_process(spark, worker_props(bootstrap), [connector], until=lambda d: sum(
-        d.connectors[0].task.coordinator.table_offsets.get(table, {}).values()) >= 10)
+        d.connectors[0].task.committed_offsets(table).values()) >= 10)
     assert code == 0
     java = warehouse.table(table)
     assert java.currentSnapshot() is None  # nothing on main
@@ -93,7 +93,7 @@ def test_commit_branch_force_optional_and_case_insensitive(bootstrap: str, spark
     connector2 = {**connector, "name": unique("nocase"), "topics": other, "value.converter.schemas.enable": "false",
                   "iceberg.tables.schema-case-insensitive": "true"}
     code, _ = run_in_process(spark, worker_props(bootstrap), [connector2], until=lambda d: sum(
-        d.connectors[0].task.coordinator.table_offsets.get(table, {}).values()) >= 5)
+        d.connectors[0].task.committed_offsets(table).values()) >= 5)
     assert code == 0
     rows = warehouse.sql(f"SELECT id, Name FROM {{c}}.{table} VERSION AS OF 'staging' WHERE id >= 100")
     assert sorted((r[0], r[1]) for r in rows) == [(100 + i, f"m{i}") for i in range(5)]

@@ -183,7 +183,7 @@ def test_upsert_semantics_across_barriers(bootstrap: str, spark: SparkRuntime, w
         produce(bootstrap, topic, step)
         sent += len(step)
         code, _ = run_in_process(spark, worker_props(bootstrap), [connector], until=lambda d, n=sent: sum(
-            d.connectors[0].task.coordinator.table_offsets.get(table, {}).values()) >= n)
+            d.connectors[0].task.committed_offsets(table).values()) >= n)
         assert code == 0
         got = {int(r.id): int(r.v) for r in warehouse.rows(table, "id, v")}
         assert got == want

@@ -4,25 +4,26 @@
 
 The consumer (``consume/``) hands :class:`RawRecords` to :meth:`SinkTask.ingest`,
 which converts, transforms and routes them and buffers the rows per table in
-the worker.  :meth:`SinkTask.barrier` runs a commit barrier: the worker writes
-files and reports positions, the coordinator commits a snapshot per table, and
-only then are the consumer group's offsets committed (for lag tools; the tables
-stay the source of truth, see :meth:`on_assigned`).
+the sink writer.  The commit protocol (``commit/``) asks it to complete a write
+for each answer, and tells it whether the answer was committed; only then are
+the consumer group's offsets committed (for lag tools; the tables stay the
+source of truth, see :meth:`on_assigned`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Awaitable, Callable
 
 import numpy as np
 import structlog
 
-from tabletopic.commit.coordinator import Coordinator
-from tabletopic.commit.events import DataComplete, StartCommit, TopicPartition
+from tabletopic.buffer.partition_ledger import PartitionLedger
+from tabletopic.commit.events import TopicPartition
 from tabletopic.commit.source_offsets import offsets_key, read_offsets
+from tabletopic.commit.table_commits import TableCommits
 from tabletopic.commit.table_committer import TableCommitter
+from tabletopic.commit.worker import WriteResult
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig
 from tabletopic.convert.change_kind import ChangeKinds
@@ -35,8 +36,8 @@ from tabletopic.route.router import Router
 from tabletopic.transform.chain import TransformChain, TransformError
 from tabletopic.write.file_writer import FileWriter
 from tabletopic.write.iceberg_tables import IcebergTables, TableError
+from tabletopic.write.sink_writer import SinkWriter
 from tabletopic.write.spark_session import SparkRuntime
-from tabletopic.write.worker import Worker
 
 log = structlog.get_logger(__name__)
 
@@ -62,19 +63,21 @@ class SinkTask:
         self._default_id_columns = [c.strip() for c in ids.split(",") if c.strip()] or \
             (config.table(config.tables[0]).id_columns if config.tables else [])
         self.tables = IcebergTables(spark, config)
-        self.coordinator = Coordinator(
+        self.table_commits = TableCommits(
             self.tables, TableCommitter(lambda: spark.jvm, config.name, config.group_id,
                                         lambda table: metrics.commit_retries.labels(table=table).inc()), metrics,
-            config.group_id, config.offsets_refresh_barriers, config.commit_timeout_ms / 1000)
-        self.worker = Worker(self.tables, FileWriter(spark, config.write_props), metrics, config.buffer_flush_bytes,
-                             config.case_insensitive, self.coordinator.recorded_offsets, config.evolve_schema)
+            config.group_id, list(config.tables or []), config.offsets_refresh_barriers,
+            config.commit_timeout_ms / 1000, config.commit_threads)
+        self.ledger = PartitionLedger(self._read_recorded)
+        self.writer = SinkWriter(self.tables, FileWriter(spark, config.write_props), metrics,
+                                 config.buffer_flush_bytes, config.case_insensitive, self.ledger, config.evolve_schema)
         self.failed = FailedRecords(config, metrics, worker_config.bootstrap_servers)
         self.assigned: set[TopicPartition] = set()
-        self._barrier_lock = asyncio.Lock()
+        self._write_lock = asyncio.Lock()
         self._group_commit: GroupCommit | None = None
         self._group_offsets: GroupOffsets | None = None
         self._reseek: Callable[[], Awaitable[None]] | None = None
-        self.last_barrier_error: str | None = None
+        self.last_error: str | None = None  # why this worker's last answer was lost; cleared by a commit
         self._catalog_scanned = False
 
     def bind_consumer(self, group_commit: GroupCommit, group_offsets: GroupOffsets,
@@ -86,6 +89,12 @@ class SinkTask:
 
     async def stop(self) -> None:
         await self.failed.stop()
+        self.table_commits.close()
+
+    def _read_recorded(self, table: str) -> dict[TopicPartition, int]:
+        handle = self.tables.get(table)
+        handle.java.refresh()
+        return read_offsets(handle.java, handle.branch, self.config.group_id)
 
     # -- ingest -----------------------------------------------------------------------------------
     async def ingest(self, raw: RawRecords) -> None:
@@ -93,7 +102,7 @@ class SinkTask:
         tp = (raw.topic, raw.partition)
         if tp not in self.assigned:
             return  # fetched before a revocation; the new owner reads it
-        position = self.worker.positions.get(tp)
+        position = self.ledger.position(tp)
         self.metrics.records_consumed.labels(topic=raw.topic).inc(len(raw))
         self.metrics.bytes_consumed.labels(topic=raw.topic).inc(
             sum(len(v) for v in raw.values if v) + sum(len(k) for k in raw.keys if k))
@@ -115,14 +124,14 @@ class SinkTask:
             failures.extend(RecordFailure("route", f.index, f.reason) for f in routed.failures)
             for table, subset in routed.by_table.items():
                 try:
-                    parts, schema_failures = self.worker.prepare(table, subset)
+                    parts, schema_failures = self.writer.prepare(table, subset)
                 except TableError as exc:
                     failures.extend(RecordFailure("schema", int(r), str(exc)) for r in subset.rows)
                     continue
                 failures.extend(RecordFailure("schema", f.index, f.reason) for f in schema_failures)
                 staged.setdefault(table, []).extend(parts)
         await self.failed.handle(raw, failures)  # raises under errors.tolerance=none
-        if tp not in self.assigned or self.worker.positions.get(tp) != position:
+        if tp not in self.assigned or self.ledger.position(tp) != position:
             # A revocation, or a seek after a rejected answer, came while the bad records were sent:
             # these rows no longer continue the partition, and come again from where it now stands.
             return
@@ -130,11 +139,11 @@ class SinkTask:
             bad = np.asarray(sorted({f.index for f in failures}), dtype=np.int64)
             staged = {t: [p.take(~np.isin(p.rows, bad)) for p in parts] for t, parts in staged.items()}
         for table, parts in staged.items():
-            self.worker.buffer(table, [p for p in parts if len(p)])
-        self.worker.advance(tp, int(raw.offsets[0]), raw.next_offset)
-        self.metrics.buffered_records.set(self.worker.buffered_records)
-        self.metrics.buffered_bytes.set(self.worker.buffered_bytes)
-        self.worker.maybe_flush()
+            self.writer.buffer(table, [p for p in parts if len(p)])
+        self.ledger.accept(tp, int(raw.offsets[0]), raw.next_offset)
+        self.metrics.buffered_records.set(self.writer.buffered_records)
+        self.metrics.buffered_bytes.set(self.writer.buffered_bytes)
+        self.writer.maybe_flush()
 
     def _convert(self, raw: RawRecords, failures: list[RecordFailure]) -> list[tuple[SinkRecords, bool]]:
         """Converted rows, each with whether they are tombstone deletes."""
@@ -162,27 +171,28 @@ class SinkTask:
 
     @property
     def over_memory(self) -> bool:
-        return self.worker.buffered_bytes > self.config.buffer_max_bytes
+        return self.writer.buffered_bytes > self.config.buffer_max_bytes
 
-    # -- barriers (the worker's side; commit/control.py runs them) --------------------------------
-    async def write_answer(self, reason: str) -> DataComplete | None:
-        """Write what is buffered into files: the answer to a barrier. None if writing failed."""
-        async with self._barrier_lock:
+    # -- answers (commit/worker.py asks; this is its WorkerSink) ------------------------------------
+    async def complete_write(self, reason: str) -> WriteResult | None:
+        """Write what is buffered into files, for an answer. None if writing failed: the rows are read again."""
+        async with self._write_lock:
             try:
-                return await self.worker.start_commit(StartCommit(str(uuid.uuid4()), reason))
+                return await self.writer.complete_write()
             except Exception as exc:
-                self.last_barrier_error = f"writing files failed: {exc}"
+                self.last_error = f"writing files failed: {exc}"
                 self.log.error("writing files failed; nothing committed, records will be re-read",
                                error=str(exc), reason=reason)
-                self.worker.reset()
+                self.writer.reset()
                 if self._reseek is not None:
                     await self._reseek()
                 return None
 
-    async def answer_committed(self, ends: dict[TopicPartition, int]) -> None:
+    async def answer_committed(self, ends: dict[TopicPartition, int],
+                               recorded: dict[str, dict[TopicPartition, int]]) -> None:
         """The coordinator committed our answer: everything below ``ends`` is in the tables."""
-        self.last_barrier_error = None
-        self.worker.committed(ends, self.coordinator.table_offsets)
+        self.last_error = None
+        self.writer.committed(ends, recorded)
         positions = {tp: o for tp, o in ends.items() if tp in self.assigned}
         if positions and self._group_commit is not None:
             try:
@@ -192,14 +202,21 @@ class SinkTask:
 
     async def answer_rejected(self, why: str) -> None:
         """Our answer will never be committed: drop what we hold and read again from the tables."""
-        async with self._barrier_lock:
-            self.last_barrier_error = f"fenced: {why}"
+        async with self._write_lock:
+            self.metrics.answers_rejected.inc()
+            self.last_error = f"fenced: {why}"
             self.log.error("commit fenced: our files were not committed; re-reading positions from the tables",
                            reason=why)
-            self.worker.reset()
-            self.coordinator.reset()
+            self.writer.reset()
             if self._reseek is not None:
                 await self._reseek()
+
+    def adopt(self, recorded: dict[str, dict[TopicPartition, int]]) -> None:
+        self.ledger.adopt(recorded)
+
+    def committed_offsets(self, table: str) -> dict[TopicPartition, int]:
+        """What ``table`` records for this connector, as this worker last heard."""
+        return self.ledger.recorded().get(table, {})
 
     # -- assignment -------------------------------------------------------------------------------
     async def on_assigned(self, tps: set[TopicPartition]) -> dict[TopicPartition, int]:
@@ -224,30 +241,30 @@ class SinkTask:
         past an accepted record.
         """
         known = await asyncio.to_thread(self._known_tables)
-        floors = await asyncio.to_thread(self.coordinator.reread, known)
+        floors = await asyncio.to_thread(lambda: {t: self._read_recorded(t) for t in known})
         group = await self._group_offsets(sorted(tps)) if self._group_offsets else {}
-        self.worker.set_floors(floors, tps)
+        self.writer.drop_below(self.ledger.read_again(floors, tps), "the table already has")
         seeks: dict[TopicPartition, int] = {}
         for tp in tps:
             candidates = [offsets[tp] for offsets in floors.values() if tp in offsets]
             recorded = bool(candidates)
             if tp in group:
                 candidates.append(group[tp])
-            if not recorded and tp in self.worker.uncommitted_from:
+            restart = self.ledger.uncommitted_from(tp)
+            if not recorded and restart is not None:
                 # No table records the partition yet (a write or a revocation's commit failed before
                 # the first one): only the sink knows where its dropped rows began. Once a table records
                 # it, its offset is at or below any uncommitted row, so an old value here cannot force a
                 # long replay after the partition spent a while with another member.
-                candidates.append(self.worker.uncommitted_from[tp])
+                candidates.append(restart)
             if not candidates:
                 continue
             start = min(candidates)
-            current = self.worker.positions.get(tp)
+            current = self.ledger.position(tp)
             if current is None or current < start:
-                self.worker.positions[tp] = start
                 # Rows from here on are all read again; an older start would make the next answer
                 # claim offsets it holds no rows for.
-                self.worker.uncommitted_from[tp] = start
+                self.ledger.seek(tp, start)
                 seeks[tp] = start
         self.log.info("positions from the tables", seeks={f"{t}[{p}]": o for (t, p), o in sorted(seeks.items())},
                       group={f"{t}[{p}]": o for (t, p), o in sorted(group.items())}, tables=known)
@@ -261,7 +278,7 @@ class SinkTask:
         """
         if not tps:
             return
-        everything_dropped = self.worker.release(tps)
+        everything_dropped = self.writer.release(tps)
         self.assigned -= set(tps)
         if everything_dropped and self.assigned and self._reseek is not None:
             await self._reseek()
@@ -269,7 +286,7 @@ class SinkTask:
             self.metrics.forget_partition(topic, partition)
 
     def _known_tables(self) -> list[str]:
-        names = set(self.coordinator.table_offsets) | set(self.tables.known())
+        names = set(self.ledger.recorded()) | set(self.tables.known())
         for name in self.config.tables or []:
             if name in names or self.tables.exists(name):
                 names.add(name)
@@ -305,6 +322,6 @@ class SinkTask:
     def ready(self) -> tuple[bool, str]:
         if not self.assigned:
             return False, "no partitions assigned"
-        if self.last_barrier_error:
-            return False, f"last commit failed: {self.last_barrier_error}"
+        if self.last_error:
+            return False, f"last commit failed: {self.last_error}"
         return True, "ok"

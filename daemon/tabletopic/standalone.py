@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import structlog
 from aiokafka.errors import KafkaError
 
-from tabletopic.commit.channel import ControlChannel
-from tabletopic.commit.control import Control
+from tabletopic.commit.channel import Channel
+from tabletopic.commit.member import Member
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig
 from tabletopic.consume.agent import FaustConsumer
@@ -37,7 +37,15 @@ class _Connector:
     config: ConnectorConfig
     task: SinkTask
     consumer: FaustConsumer
-    control: Control
+    member: Member
+
+    def ready(self) -> tuple[bool, str]:
+        ok, why = self.task.ready()
+        if ok:
+            ok, why = self.member.health()
+        if ok and self.member.coordinator.last_error:
+            ok, why = False, f"last commit failed: {self.member.coordinator.last_error}"
+        return ok, why
 
 
 class _FinalCommitFailed(RuntimeError):
@@ -76,8 +84,11 @@ class Standalone:
             metrics = SinkMetrics(self.registry, config.name)
             task = await asyncio.to_thread(SinkTask, config, self.worker, self.spark, metrics)
             await asyncio.to_thread(_check_catalog, task)
-            control = Control(task, ControlChannel(self.worker.bootstrap_servers, config.control_topic, config.name))
-            self.connectors.append(_Connector(config, task, FaustConsumer(config, self.worker, task, control), control))
+            channel = Channel(self.worker.bootstrap_servers, config.control_topic, config.name,
+                              on_skipped=metrics.control_messages_skipped.inc)
+            member = Member(config.name, channel, task, task.table_commits, metrics, config.commit_interval_ms / 1000,
+                            config.commit_timeout_ms / 1000, config.commit_stall_intervals)
+            self.connectors.append(_Connector(config, task, FaustConsumer(config, self.worker, task, member), member))
 
     async def run(self) -> int:
         """Run until stop_requested is set or a connector fails; return the exit code."""
@@ -90,13 +101,13 @@ class Standalone:
             return 2
         if self.worker.listeners:
             self.http = HttpServer(self.worker.listeners[0], self.registry, [
-                ConnectorView(c.config.name, c.config.raw, _status(c), c.task.ready) for c in self.connectors])
+                ConnectorView(c.config.name, c.config.raw, _status(c), c.ready) for c in self.connectors])
             await self.http.start()
             log.info("listening", url=f"http://{self.http.host}:{self.http.port}")
         for c in self.connectors:
             try:
                 await c.task.start()
-                await c.control.start()
+                await c.member.start()
                 await c.consumer.start()
             except KafkaError as exc:
                 log.error("cannot reach Kafka; check bootstrap.servers and that the brokers are up",
@@ -106,12 +117,21 @@ class Standalone:
                 return 2
             log.info("connector started", connector=c.config.name, group=c.config.group_id,
                      interval_ms=c.config.commit_interval_ms)
+        # Every connector's background work is watched: a dead consumer, control reader or round loop
+        # stops the daemon instead of leaving it up and silent.
         failed = [asyncio.ensure_future(c.consumer.failed.wait()) for c in self.connectors]
+        members = {c.member.error_future: c for c in self.connectors if c.member.error_future is not None}
         stop = asyncio.ensure_future(self.stop_requested.wait())
-        await asyncio.wait([stop, *failed], return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait([stop, *failed, *members], return_when=asyncio.FIRST_COMPLETED)
+        code = 0
+        for future in done:
+            if future in members and not future.cancelled() and future.exception() is not None:
+                log.error("connector's commit protocol failed; stopping", connector=members[future].config.name,
+                          error=repr(future.exception()))
+                code = 1
         for f in [stop, *failed]:
             f.cancel()
-        return await self.shutdown()
+        return await self.shutdown(exit_code=code)
 
     async def shutdown(self, exit_code: int = 0) -> int:
         code = exit_code
@@ -120,6 +140,8 @@ class Standalone:
         for c in self.connectors:
             await c.consumer.drain()
             try:
+                if c.member.failed:
+                    raise _FinalCommitFailed("the connector's commit protocol failed")
                 await asyncio.wait_for(self._final_barrier(c, timeout * 0.9), timeout)
             except asyncio.TimeoutError:
                 log.error("final commit did not finish in task.shutdown.graceful.timeout.ms; "
@@ -138,7 +160,7 @@ class Standalone:
             except asyncio.TimeoutError:
                 log.warning("could not leave the consumer group in time; the broker will expire the member",
                             connector=c.config.name)
-            await c.control.stop()
+            await c.member.stop()
             await c.task.stop()
         if self.http is not None:
             await self.http.stop()
@@ -150,10 +172,10 @@ class Standalone:
         return code
 
     async def _final_barrier(self, c: _Connector, timeout_s: float) -> None:
-        await c.task.worker.wait_for_flushes()
-        if not await c.control.flush("shutdown", timeout_s):
-            raise _FinalCommitFailed(c.task.last_barrier_error or "the coordinator did not commit this member's "
-                                     "files in time")
+        await c.task.writer.wait_for_flushes()
+        if not await c.member.flush("shutdown", timeout_s):
+            raise _FinalCommitFailed(c.task.last_error or c.member.coordinator.last_error
+                                     or "the coordinator did not commit this member's files in time")
 
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()

@@ -1,10 +1,9 @@
 """Per-table buffers of converted rows, between routing and the next write.
 
-A buffer also knows, per topic-partition, the offset below which its table
-already holds every record (its *floor*, read from the table's snapshot
-summary).  Rows under the floor are dropped on the way in: after a restart the
-consumer seeks to the lowest floor over all tables, so a table that was ahead
-sees records it already has.
+Rows under their partition's *floor* (the offset below which the table already
+holds every record, kept by :mod:`tabletopic.buffer.partition_ledger`) are
+dropped on the way in: after a restart the consumer seeks to the lowest floor
+over all tables, so a table that was ahead sees records it already has.
 """
 
 from __future__ import annotations
@@ -42,7 +41,6 @@ class Drained:
 @dataclass
 class TableBuffer:
     table: str
-    floor: dict[TopicPartition, int] = field(default_factory=dict)
     # (topic-partition, rows, newest timestamp, offsets, change kinds), in arrival order
     _parts: list[tuple[TopicPartition, pa.Table, int, np.ndarray, np.ndarray]] = field(default_factory=list)
     _schema: pa.Schema | None = None
@@ -51,10 +49,9 @@ class TableBuffer:
     _max_ts: int | None = None
     _offsets: dict[TopicPartition, int] = field(default_factory=dict)
 
-    def add(self, records: SinkRecords) -> int:
-        """Buffer the rows at or above the floor; return how many were taken."""
+    def add(self, records: SinkRecords, floor: int | None) -> int:
+        """Buffer the rows at or above ``floor``; return how many were taken."""
         tp = (records.topic, records.partition)
-        floor = self.floor.get(tp)
         if floor is not None and len(records) and records.offsets[0] < floor:
             records = records.take(records.offsets >= floor)
         if not len(records):
@@ -75,7 +72,7 @@ class TableBuffer:
         self._offsets[tp] = max(self._offsets.get(tp, 0), int(records.offsets[-1]) + 1)
         return len(records)
 
-    def drain(self) -> Drained | None:
+    def drain(self, floors: dict[TopicPartition, int]) -> Drained | None:
         if not self._parts:
             return None
         tables = [part[1] for part in self._parts]
@@ -88,7 +85,7 @@ class TableBuffer:
         order = np.empty(len(offsets), dtype=np.int64)
         order[np.lexsort((offsets, partition_of))] = np.arange(len(offsets))
         drained = Drained(self.table, rows, self.records, self.nbytes, self._max_ts, dict(self._offsets), ops, order,
-                          dict(self.floor))
+                          dict(floors))
         self.clear()
         return drained
 
@@ -120,9 +117,3 @@ class TableBuffer:
             self._schema = rows.schema
             self._offsets[tp] = max(self._offsets.get(tp, 0), int(offsets[-1]) + 1)
         return before - self.records
-
-    def raise_floor(self, offsets: dict[TopicPartition, int]) -> None:
-        for tp, offset in offsets.items():
-            if offset > self.floor.get(tp, -1):
-                self.floor[tp] = offset
-

@@ -1,38 +1,53 @@
-"""The control topic: how a connector's workers and its coordinator talk, across daemons.
+"""The control topic's clients: one producer and one reader per connector, and nothing else.
 
-One partition, so every member sees every event in one order.  Events are JSON
-with the connector's name, so connectors may share the topic, as they share
-``control-iceberg`` in Kafka Connect.  A member reads from the end of the topic
-as it was when it joined: barriers are short-lived, and what was said before a
-member started is not addressed to it.
+One partition, so every member sees every message in one order.  A member reads
+from the end of the topic as it was when it joined: rounds are short-lived, and
+what was said before a member started is not addressed to it.  The reader skips,
+counts and logs any record that is not a valid message of this connector
+(:mod:`tabletopic.commit.events` decides), so one bad record never silences a
+connector.  The protocol is in ``docs/design/exactly-once.md``.
+
+The channel owns its reader task: :meth:`stop` cancels and awaits it, and if it
+dies, :attr:`error_future` holds why, for the daemon to fail on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-from typing import Any
+from collections.abc import Callable
 
 import structlog
+from aiokafka.errors import KafkaError
 
+from tabletopic.commit.events import DEFAULT_MAX_BYTES, Fragment, Message, MessageError, Reassembly, decode, encode
 from tabletopic.single_partition_topic import SinglePartitionTopic
 
 log = structlog.get_logger(__name__)
-Event = dict[str, Any]
+_SEND_ATTEMPTS = 5
+_SEND_BACKOFF_S = 0.5
 
 
-class ControlChannel:
-    def __init__(self, bootstrap: list[str], topic: str, connector: str) -> None:
+class Channel:
+    def __init__(self, bootstrap: list[str], topic: str, connector: str,
+                 on_skipped: Callable[[], None] = lambda: None, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.topic = topic
         self.connector = connector
-        self._topic = SinglePartitionTopic(bootstrap, topic, max_bytes=64 * 1024 * 1024)  # answers carry file lists
+        self._max_bytes = max_bytes
+        self._on_skipped = on_skipped
+        # Reads allow more than one fragment, in case another writer's records are larger.
+        self._topic = SinglePartitionTopic(bootstrap, topic, max_bytes=max(max_bytes * 2, 1024 * 1024))
         self._reader: asyncio.Task[None] | None = None
-        self.events: asyncio.Queue[Event] = asyncio.Queue()
+        self._fragments = Reassembly()
+        self.messages: asyncio.Queue[Message] = asyncio.Queue()
+        self.error_future: asyncio.Future[None] | None = None
 
     async def start(self) -> None:
         await self._topic.open(from_end=True)
-        self._reader = asyncio.get_running_loop().create_task(self._read(), name=f"control-{self.connector}")
+        loop = asyncio.get_running_loop()
+        self.error_future = loop.create_future()
+        self._reader = loop.create_task(self._read(), name=f"control-reader-{self.connector}")
+        self._reader.add_done_callback(self._on_reader_done)
 
     async def stop(self) -> None:
         if self._reader is not None:
@@ -41,19 +56,53 @@ class ControlChannel:
                 await self._reader
         await self._topic.close()
 
-    async def send(self, event: Event) -> None:
-        body = json.dumps({**event, "connector": self.connector}, separators=(",", ":")).encode()
-        await self._topic.producer.send_and_wait(self.topic, body, key=self.connector.encode(), partition=0)
+    def _on_reader_done(self, task: asyncio.Task[None]) -> None:
+        if self.error_future is None or self.error_future.done() or task.cancelled():
+            return
+        error = task.exception() or RuntimeError("the control topic reader ended")
+        self.error_future.set_exception(error)
+
+    async def send(self, message: Message) -> None:
+        """Send one message (as fragments if it is large), retrying a failed send a few times."""
+        for attempt in range(1, _SEND_ATTEMPTS + 1):
+            try:
+                for record in encode(message, self._max_bytes):
+                    await self._topic.producer.send_and_wait(self.topic, record, key=self.connector.encode(),
+                                                             partition=0)
+                return
+            except (KafkaError, asyncio.TimeoutError) as exc:
+                if attempt == _SEND_ATTEMPTS:
+                    raise
+                log.warning("control message not sent; retrying", topic=self.topic, attempt=attempt,
+                            error=str(exc) or type(exc).__name__)
+                await asyncio.sleep(_SEND_BACKOFF_S * attempt)
 
     async def _read(self) -> None:
         tp = self._topic.tp
         while True:
             batches = await self._topic.consumer.getmany(tp, timeout_ms=500)
             for record in batches.get(tp, []):
-                try:
-                    event = json.loads(record.value) if record.value else None
-                except ValueError:
-                    log.warning("unreadable control event", topic=self.topic, offset=record.offset)
-                    continue
-                if isinstance(event, dict) and event.get("connector") == self.connector:
-                    self.events.put_nowait(event)
+                message = self.accept(record.value, record.offset)
+                if message is not None:
+                    self.messages.put_nowait(message)
+
+    def accept(self, value: bytes | None, offset: int) -> Message | None:
+        """One record: this connector's message, or None (another connector's, a fragment, or garbage)."""
+        try:
+            message = decode(value)
+            if message.connector != self.connector:
+                return None
+            if isinstance(message, Fragment):
+                return self._fragments.add(message)
+            return message
+        except MessageError as exc:
+            if _names_connector(value, self.connector):
+                self._on_skipped()
+                log.warning("skipped a control record that is not a valid message", topic=self.topic,
+                            offset=offset, connector=self.connector, error=str(exc))
+            return None
+
+
+def _names_connector(value: bytes | None, connector: str) -> bool:
+    """Whether a bad record concerns us; garbage that names nobody is counted by every connector."""
+    return not value or connector.encode() in value or b'"connector"' not in value

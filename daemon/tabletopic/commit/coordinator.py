@@ -1,11 +1,13 @@
-"""The coordinator: turns a barrier's DataComplete into one snapshot per table.
+"""The coordinator's side of the commit protocol: run a round every interval and commit it.
 
-It remembers what offsets each table records (read when the table is first
-used, then updated by each commit) and hands those to the committer as the
-expected state, which is what fences a writer that lost its partitions.
-Files of a table whose commit failed are carried to the next barrier, never
-dropped; a fenced commit drops everything instead, because the tables say
-another writer has those records.
+The member that owns the connector's first partition coordinates, for the
+consumer group generation in which it got it (its *epoch*).  Every
+``iceberg.control.commit.interval-ms``, counted from the start of the previous
+round, it sends :class:`~tabletopic.commit.events.Start`, waits until the answers
+cover every partition or ``iceberg.control.commit.timeout-ms`` passes, judges
+every answer that arrived (late ones from earlier rounds too), commits one
+snapshot per table and sends a :class:`~tabletopic.commit.events.Verdict`.
+See ``docs/design/exactly-once.md``.
 """
 
 from __future__ import annotations
@@ -13,159 +15,176 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 import structlog
+from aiokafka.errors import KafkaError
 
-from tabletopic.commit.events import CommitComplete, DataComplete, DataWritten, TopicPartition
-from tabletopic.commit.source_offsets import read_offsets
-from tabletopic.commit.table_committer import CommitFailed, CommitFenced, CommitResult, TableCommitter
+from tabletopic.commit.commit_state import CommitState, judge
+from tabletopic.commit.events import Answer, Message, Start, TableFiles, TopicPartition, Verdict
+from tabletopic.commit.table_commits import RoundOutcome
+from tabletopic.commit.worker import Sender
 from tabletopic.ops.metrics import SinkMetrics
-from tabletopic.write.iceberg_tables import IcebergTables
 
 log = structlog.get_logger(__name__)
 
 
+class CoordinatorTables(Protocol):
+    """What the coordinator needs of the tables it commits to."""
+
+    def recorded(self, names: Iterable[str] = ()) -> dict[str, dict[TopicPartition, int]]: ...
+
+    def reset(self) -> None: ...
+
+    def invalid_files(self, answer: Answer) -> str | None: ...
+
+    async def commit(self, positions: dict[TopicPartition, int], by_table: dict[str, TableFiles], started: float,
+                     epoch: int) -> RoundOutcome: ...
+
+
 class Coordinator:
-    def __init__(self, tables: IcebergTables, committer: TableCommitter, metrics: SinkMetrics,
-                 group_id: str, refresh_barriers: int, timeout_s: float) -> None:
-        self._log = log.bind(connector=metrics.connector)
+    def __init__(self, connector: str, member: str, channel: Sender, tables: CoordinatorTables,
+                 metrics: SinkMetrics, interval_s: float, timeout_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.connector = connector
+        self._channel = channel
         self._tables = tables
-        self._committer = committer
         self._metrics = metrics
-        self._group_id = group_id
-        self._refresh_barriers = refresh_barriers
+        self._interval_s = interval_s
         self._timeout_s = timeout_s
-        self.table_offsets: dict[str, dict[TopicPartition, int]] = {}
-        self._carry: dict[str, DataWritten] = {}
-        self._last_commit: dict[str, int] = {}
-        self._barrier = 0
-        self.epoch = -1  # the consumer group generation this member coordinates for; -1: not coordinating
+        self._clock = clock
+        self._log = log.bind(connector=connector, member=member)
+        self.leader = False
+        self.epoch = -1
+        self.partitions: frozenset[TopicPartition] = frozenset()
+        self.closing = False  # no more interval rounds; the shutdown flush runs its own
+        self.last_error: str | None = None
+        self._last_progress = clock()  # the end of the last round that committed, or when we took the role
+        self._answers: dict[str, Answer] = {}  # answers with data, by id, until a round judges them
+        self._round: CommitState | None = None
+        self._round_done = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._lock = asyncio.Lock()
 
-    def recorded_offsets(self, table: str) -> dict[TopicPartition, int]:
-        """What ``table`` records for this connector, read once and then tracked."""
-        if table not in self.table_offsets:
-            handle = self._tables.get(table)
-            handle.java.refresh()
-            self.table_offsets[table] = read_offsets(handle.java, handle.branch, self._group_id)
-            self._last_commit.setdefault(table, self._barrier)
-        return self.table_offsets[table]
+    # -- election -----------------------------------------------------------------------------------
+    def on_assignment(self, leader: bool, generation: int, partitions: frozenset[TopicPartition]) -> None:
+        if leader and (not self.leader or generation != self.epoch):
+            self.epoch = generation
+            self._answers.clear()
+            self._tables.reset()  # read the tables afresh: an earlier coordinator may have committed
+            self._last_progress = self._clock()
+            self._log.info("coordinating commits", epoch=generation, partitions=len(partitions))
+        elif not leader and self.leader:
+            self._log.info("no longer coordinating", epoch=self.epoch)
+        self.leader = leader
+        self.partitions = partitions
+        self._metrics.coordinator.set(1 if leader else 0)
 
-    def reread(self, tables: list[str]) -> dict[str, dict[TopicPartition, int]]:
-        """Read the offsets of ``tables`` afresh (on assignment, and after a fenced commit)."""
-        for table in tables:
-            self.table_offsets.pop(table, None)
-        return {t: self.recorded_offsets(t) for t in tables}
+    def _step_down(self, newer: int) -> None:
+        # A newer generation has a coordinator: this member lost the role while it was away (paused,
+        # cut off). Its commits would be refused by the tables' epoch anyway; stop trying.
+        self._log.warning("a newer coordinator exists; no longer coordinating", epoch=self.epoch, newer=newer)
+        self.leader = False
+        self._metrics.coordinator.set(0)
 
-    def reset(self) -> None:
-        self.table_offsets.clear()
-        self._carry.clear()
+    # -- messages -----------------------------------------------------------------------------------
+    async def receive(self, message: Message) -> None:
+        if self.leader and message.epoch > self.epoch:
+            self._step_down(message.epoch)
+        if isinstance(message, Answer) and self.leader:
+            self._on_answer(message)
 
-    def adopt(self, table: str, offsets: dict[TopicPartition, int]) -> None:
-        """What the coordinator says ``table`` records now (it may be another daemon)."""
-        if table in self.table_offsets or offsets:
-            self.table_offsets[table] = dict(offsets)
+    def _on_answer(self, answer: Answer) -> None:
+        current = self._round
+        if answer.carries:
+            # By id: a resent answer replaces itself, and two answers of one worker are both judged.
+            self._answers[answer.answer_id] = answer
+            if current is None or answer.commit_id != current.commit_id:
+                self._wake.set()  # unasked (shutdown, memory pressure) or late: commit soon
+        if current is not None:
+            current.add(answer)
+            if current.is_complete:
+                self._round_done.set()
 
-    async def commit(self, complete: DataComplete, barrier_started: float) -> CommitComplete:
-        self._barrier += 1
-        by_table: dict[str, DataWritten] = {}
-        for written in complete.written:
-            by_table[written.table] = self._merge(self._carry.pop(written.table, None), written)
-        for table, carried in list(self._carry.items()):
-            by_table[table] = carried
-            del self._carry[table]
-        positions = complete.positions
-        targets = dict.fromkeys(by_table)
-        for table, offsets in self.table_offsets.items():
-            behind = any(tp in offsets and offsets[tp] < pos for tp, pos in positions.items())
-            if behind and table not in targets and \
-                    self._barrier - self._last_commit.get(table, 0) >= self._refresh_barriers:
-                targets[table] = None
-        result = CommitComplete(complete.commit_id, {}, {})
-        if not positions and not by_table:
-            return result
-        for table in targets:
-            written = by_table.get(table)
-            outcome = await self._commit_table(table, written, positions, barrier_started)
-            if isinstance(outcome, CommitResult):
-                result.snapshots[table] = outcome.snapshot_id
-            elif isinstance(outcome, CommitFenced):
-                result.fenced = True
-                result.failed[table] = str(outcome)
-                break
-            else:
-                result.failed[table] = str(outcome)
-                if written is not None:
-                    self._carry[table] = written
-        if result.fenced:
-            self.reset()
-        return result
+    # -- rounds -------------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Rounds on the interval while this member coordinates; owned and cancelled by its member."""
+        next_at = self._clock() + self._interval_s
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(0.0, next_at - self._clock()))
+            self._wake.clear()
+            started = self._clock()
+            if self.leader and not self.closing:
+                try:
+                    await self.run_round("interval")
+                except KafkaError as exc:  # the broker: the next round tries again, /ready tells meanwhile
+                    self.last_error = f"control topic: {exc}"
+                    self._log.error("round failed; the next one tries again", error=str(exc))
+            # Counted from the round's start, so commits come once per interval, not interval + round.
+            next_at = started + self._interval_s
 
-    def _record(self, table: str, written: DataWritten | None, outcome: CommitResult,
-                barrier_started: float) -> float:
-        """Take a landed commit into account; return the seconds since its barrier began."""
-        labels = {"table": table}
-        elapsed = time.monotonic() - barrier_started
-        self._metrics.commit_seconds.labels(**labels).observe(elapsed)
-        self.table_offsets[table] = outcome.offsets
-        self._last_commit[table] = self._barrier
-        self._metrics.commits.labels(**labels).inc()
-        self._metrics.records_written.labels(**labels).inc(outcome.records)
-        self._metrics.last_commit.labels(**labels).set(time.time())
-        if written is not None and written.max_timestamp_ms is not None:
-            self._metrics.note_committed_timestamp(table, written.max_timestamp_ms)
-        return elapsed
+    async def wait_idle(self) -> None:
+        async with self._lock:
+            pass
 
-    def _merge(self, old: DataWritten | None, new: DataWritten) -> DataWritten:
-        if old is None:
-            return new
-        jvm = self._tables.jvm
-        stamps = [t for t in (old.max_timestamp_ms, new.max_timestamp_ms) if t is not None]
-        return DataWritten(new.commit_id, new.table, jvm.tabletopic.SinkWriter.concat(old.files, new.files),
-                           old.records + new.records, old.file_count + new.file_count,
-                           max(stamps) if stamps else None)
-
-    async def _commit_table(self, table: str, written: DataWritten | None, positions: dict[TopicPartition, int],
-                            barrier_started: float) -> CommitResult | CommitFenced | CommitFailed:
-        labels = {"table": table}
-        try:
-            expected = self.recorded_offsets(table)
-            handle = self._tables.get(table)
-        except Exception as exc:  # catalog trouble reading the table: retried next barrier
-            self._metrics.commit_failures.labels(**labels).inc()
-            self._log.error("cannot read table before commit; will retry at the next barrier", table=table,
-                            error=str(exc))
-            return CommitFailed(str(exc))
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(None, self._committer.commit, handle, written.files if written else None,
-                                      dict(positions), dict(expected),
-                                      written.max_timestamp_ms if written else None, self.epoch)
-        try:
+    async def run_round(self, reason: str) -> None:
+        async with self._lock:
+            if not self.leader:
+                return
+            self._metrics.barriers.labels(reason=reason).inc()
+            state = self._round = CommitState(str(uuid.uuid4()), self.epoch, self.partitions, self._clock(),
+                                              self._timeout_s)
+            self._round_done.clear()
             try:
-                outcome = await asyncio.wait_for(asyncio.shield(future), self._timeout_s)
-            except asyncio.CancelledError:
-                # The commit runs on in its thread whatever happens here: record what it did before
-                # giving up, or the next barrier would take this sink's own commit for another writer's.
-                with contextlib.suppress(Exception):
-                    self._record(table, written, await future, barrier_started)
-                raise
-        except asyncio.TimeoutError:
-            # The commit may still land; the next barrier's offset check will see it and fence.
-            self._metrics.commit_failures.labels(**labels).inc()
-            self._log.error("commit timed out; iceberg.control.commit.timeout-ms may be too low", table=table,
-                            timeout_s=self._timeout_s)
-            return CommitFailed(f"commit to {table} timed out after {self._timeout_s:.0f}s")
-        except CommitFenced as exc:
-            self._metrics.commit_failures.labels(**labels).inc()
-            self._log.error("commit fenced: the table moved on; re-reading positions from the tables",
-                            table=table, error=str(exc))
-            return exc
-        except CommitFailed as exc:
-            self._metrics.commit_failures.labels(**labels).inc()
-            self._log.error("commit failed; the files are kept and retried at the next barrier", table=table,
-                            error=str(exc))
-            return exc
-        elapsed = self._record(table, written, outcome, barrier_started)
-        self._log.info("committed", table=table, snapshot_id=outcome.snapshot_id, data_files=outcome.data_files,
-                       records=outcome.records, commit_seconds=round(outcome.seconds, 3),
-                       barrier_seconds=round(elapsed, 3))
-        return outcome
+                await self._channel.send(Start(self.connector, state.commit_id, self.epoch, reason))
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._round_done.wait(), self._timeout_s)
+            finally:
+                self._round = None
+            if not state.is_complete:
+                self._log.warning("round timed out; committing what arrived, the rest waits for the next",
+                                  missing=[f"{t}[{p}]" for t, p in state.missing()][:20])
+            answers, self._answers = list(self._answers.values()), {}
+            await self._commit(state, answers)
+
+    async def _commit(self, state: CommitState, answers: list[Answer]) -> None:
+        rejected: dict[str, str] = {}
+        valid = []
+        for answer in answers:
+            why = await asyncio.to_thread(self._tables.invalid_files, answer) if answer.tables else None
+            if why is None:
+                valid.append(answer)
+            else:
+                rejected[answer.answer_id] = why
+        names = {t for a in valid for t in (*a.floors, *a.tables)}
+        judgement = judge(valid, await asyncio.to_thread(self._tables.recorded, names))
+        rejected.update(judgement.rejected)
+        for answer_id, why in rejected.items():
+            self._log.info("answer rejected; its worker reads again from the tables", answer=answer_id[:12],
+                           reason=why)
+        if judgement.accepted:
+            self._log.info("answers accepted", commit_id=state.commit_id, answers={
+                a.answer_id[:12]: f"{a.member}: " + " ".join(f"{t}[{p}]@{s}-{e}" for (t, p), (s, e)
+                                                             in sorted(a.ranges.items()))
+                for a in judgement.accepted})
+        outcome = await self._tables.commit(judgement.positions(), judgement.tables(), state.started, self.epoch)
+        accepted = [a.answer_id for a in judgement.accepted]
+        if outcome.ok:
+            self.last_error = None
+            self._last_progress = self._clock()
+            offsets = await asyncio.to_thread(self._tables.recorded)
+        else:
+            # Nothing of this round counts as committed for the workers unless every table took it.
+            why = "; ".join(f"{t}: {w}" for t, w in outcome.failed.items())
+            rejected.update({a: f"the commit failed: {why}" for a in accepted})
+            accepted, offsets = [], {}
+            self.last_error = why
+        await self._channel.send(Verdict(self.connector, state.commit_id, self.epoch, tuple(accepted), rejected,
+                                         offsets))
+
+    def stalled_for(self) -> float:
+        """Seconds since this coordinator's last round that committed (0 when not coordinating)."""
+        return self._clock() - self._last_progress if self.leader else 0.0

@@ -113,6 +113,9 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "How long the coordinator waits for every partition's answer; it then commits what arrived, and "
         "late answers wait for the next barrier. Also bounds one table commit.", minimum=1),
     Key("iceberg.control.commit.threads", KeyType.INT, 2, "Tables committed in parallel at a barrier.", minimum=1),
+    Key("tabletopic.commit.stall-intervals", KeyType.INT, 3,
+        "/ready answers 503 (and tabletopic_commit_stalled_seconds rises) once no round has committed, or this "
+        "worker's answer has had no verdict, for this many intervals plus the commit timeout.", minimum=1),
     Key("iceberg.catalog", KeyType.STRING, "iceberg", "Name of the Iceberg catalog (the Spark catalog name)."),
     Key("iceberg.connect.group-id", KeyType.STRING, None, "Consumer group of the source topics (connect-<name>)."),
     Key("iceberg.hadoop-conf-dir", KeyType.STRING, None, "Accepted for compatibility; set HADOOP_CONF_DIR instead."),
@@ -179,6 +182,7 @@ class ConnectorConfig:
     commit_interval_ms: int
     commit_timeout_ms: int
     commit_threads: int
+    commit_stall_intervals: int
     control_topic: str
     control_group_prefix: str
     catalog_name: str
@@ -355,6 +359,7 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
         commit_interval_ms=values["iceberg.control.commit.interval-ms"],
         commit_timeout_ms=values["iceberg.control.commit.timeout-ms"],
         commit_threads=values["iceberg.control.commit.threads"],
+        commit_stall_intervals=values["tabletopic.commit.stall-intervals"],
         control_topic=values["iceberg.control.topic"],
         control_group_prefix=values["iceberg.control.group-id-prefix"],
         catalog_name=values["iceberg.catalog"],

@@ -18,10 +18,11 @@ from aiokafka import TopicPartition as KafkaTP
 from aiokafka.admin import AIOKafkaAdminClient
 from faust.types import TP, Message
 
-from tabletopic.commit.control import Control
+from tabletopic.commit.member import Member
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig
-from tabletopic.consume.batch_fetch import STALE, BatchingApp
+from tabletopic.consume.batch_fetch import BatchingApp
+from tabletopic.consume.continuity import STALE, Decision, decide
 from tabletopic.convert.records import RawRecords
 from tabletopic.failed_records import RecordFailed
 from tabletopic.sink_task import SinkTask
@@ -32,11 +33,11 @@ _LAG_EVERY_S = 1.0
 
 
 class FaustConsumer:
-    def __init__(self, config: ConnectorConfig, worker: WorkerConfig, task: SinkTask, control: Control) -> None:
+    def __init__(self, config: ConnectorConfig, worker: WorkerConfig, task: SinkTask, member: Member) -> None:
         self.config = config
         self.worker_config = worker
         self.task = task
-        self.control = control
+        self.member = member
         self.log = log.bind(connector=config.name)
         self.fatal: BaseException | None = None
         self.failed = asyncio.Event()
@@ -111,7 +112,7 @@ class FaustConsumer:
                     if raw is not None:
                         await self.task.ingest(raw)
                 while self.task.over_memory and not self._draining:
-                    await self.control.relieve()
+                    await self.member.relieve()
             except RecordFailed as exc:
                 self._fail(exc)
             except Exception as exc:  # any other fault stops the connector rather than skipping records
@@ -123,33 +124,26 @@ class FaustConsumer:
         self.failed.set()
 
     def _take(self, tp: TP, messages: list[Message], generation: int) -> RawRecords | None:
-        """A partition's fetched records, if they continue it where the sink stands.
-
-        That is at the next offset after the last record taken, or where the last seek went.
-        Anything else is left, and the partition sought back to where the sink stands if needed.
-        """
-        position = self.task.worker.positions.get((tp.topic, tp.partition))
-        current = self.app.seek_generation
-        if self.app.seek_queued(tp):
-            return None  # it comes again after the seek
+        """A partition's fetched records, if they continue it where the sink stands (see continuity.py)."""
+        position = self.task.ledger.position((tp.topic, tp.partition))
         if position is not None and messages[0].offset < position:
             # The tables already have these, or they were taken before a seek to here.
             messages = [m for m in messages if m.offset >= position]
             if not messages:
                 return None
-        # A record is the same whichever fetch brought it, so a batch that continues the partition
-        # is taken even if a seek came after its fetch. One that starts further on is taken only
-        # where the gap is sure to be the log's; anywhere else the partition is read again.
-        if position is not None and messages[0].offset > position and not (
-                generation == current.get(tp, 0) and self._gap_is_real(tp, position, messages[0].offset,
-                                                                       generation)):
-            if generation not in (STALE, current.get(tp, 0)):
-                return None  # fetched before a seek that moved the fetch back: the records come again
+        first = messages[0].offset
+        decision = decide(position, first, generation, self.app.seek_generation.get(tp, 0), self.app.seek_queued(tp),
+                          self.app.between_fetches.get(tp), self._taken_generation.get(tp))
+        if decision is Decision.RESEEK:
             self.log.warning("records arrived past a gap; reading the partition again from where the sink "
-                             "stands", topic=tp.topic, partition=tp.partition, expected=position,
-                             got=messages[0].offset)
+                             "stands", topic=tp.topic, partition=tp.partition, expected=position, got=first)
+            assert position is not None
             self.app.request_seek(tp, position)
+        if decision is not Decision.TAKE:
             return None
+        if position is not None and first > position:
+            self.log.info("offsets skip records the log does not hold (compaction, transaction markers or "
+                          "retention)", topic=tp.topic, partition=tp.partition, expected=position, got=first)
         self._taken_generation[tp] = generation
         return RawRecords(
             tp.topic, tp.partition,
@@ -159,22 +153,6 @@ class FaustConsumer:
             [m.value for m in messages],
             [list(m.headers or ()) for m in messages],
         )
-
-    def _gap_is_real(self, tp: TP, position: int, first: int, generation: int) -> bool:
-        """Offsets jump from ``position`` to ``first``: is it a gap in the log itself?
-
-        Compaction, transaction markers and retention leave offsets with no record, and Kafka
-        skips them. But Faust may also move the fetch (back to the group's offsets, while a
-        rebalance pauses it), and a batch fetched around a rebalance's seek can pass for a later
-        one. Only the first batch after a seek made between two fetches is sure to start at the
-        first record the log holds at or past the offset sought: the gap is trusted there, and
-        anywhere else the partition is sought back to ``position`` to check it.
-        """
-        if self.app.between_fetches.get(tp) == position and self._taken_generation.get(tp) != generation:
-            self.log.info("offsets skip records the log does not hold (compaction, transaction markers or "
-                          "retention)", topic=tp.topic, partition=tp.partition, expected=position, got=first)
-            return True
-        return False
 
     # -- rebalances -------------------------------------------------------------------------------
     async def _on_assigned(self, sender: Any, assigned: set[TP], **_: Any) -> None:
@@ -187,7 +165,7 @@ class FaustConsumer:
             return
         for (topic, partition), offset in seeks.items():
             await self.app.seek(TP(topic, partition), offset)
-        self.control.on_assignment(tps, self._all_partitions(), int(self.app.consumer_generation_id or 0))
+        self.member.on_assignment(tps, self._all_partitions(), int(self.app.consumer_generation_id or 0))
         self.log.info("partitions assigned", partitions=len(tps), seeked=len(seeks))
 
     def _all_partitions(self) -> set[tuple[str, int]]:
@@ -231,13 +209,13 @@ class FaustConsumer:
         while True:
             await asyncio.sleep(_LAG_EVERY_S)
             try:
-                committed = self.task.coordinator.table_offsets
+                committed = self.task.ledger.recorded()
                 for tp in list(self.app.consumer.assignment()):
                     highwater = self.app.consumer.highwater(tp)
                     if highwater is None or highwater < 0:
                         continue
                     key = (tp.topic, tp.partition)
-                    position = self.task.worker.positions.get(key)
+                    position = self.task.ledger.position(key)
                     labels = {"topic": tp.topic, "partition": str(tp.partition)}
                     if position is not None:
                         self.task.metrics.lag.labels(**labels).set(max(0, highwater - position))

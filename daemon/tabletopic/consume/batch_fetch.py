@@ -20,8 +20,9 @@ import structlog
 from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from faust.types import TP, Message
 
+from tabletopic.consume.continuity import STALE
+
 log = structlog.get_logger(__name__)
-STALE = -1  # the tag of a batch whose fetch overlapped a seek of its partition
 # A fetch: per partition, the seek generation it was fetched under, and its messages.
 Fetch = tuple[dict[TP, int], dict[TP, list[Message]]]
 BatchSink = Callable[[Fetch], Awaitable[None]]

@@ -75,7 +75,7 @@ async def _run_sink(daemon: Standalone, expected: int, intervals: int) -> None:
         if time.monotonic() - started < intervals * INTERVAL_MS / 1000:
             continue
         task = daemon.connectors[0].task if daemon.connectors else None
-        if task is not None and sum(task.coordinator.table_offsets.get(TABLE, {}).values()) >= expected:
+        if task is not None and sum(task.committed_offsets(TABLE).values()) >= expected:
             break
     daemon.stop_requested.set()
     code = await runner

@@ -56,6 +56,13 @@ class _Families:
         self.buffered_bytes = gauge("tabletopic_buffered_bytes", "Bytes buffered, not yet written")
         self.assigned_partitions = gauge("tabletopic_assigned_partitions", "Partitions assigned to this daemon")
         self.coordinator = gauge("tabletopic_coordinator", "1 while this daemon coordinates the connector's commits")
+        self.control_messages_skipped = counter(
+            "tabletopic_control_messages_skipped",
+            "Control-topic records skipped: not a valid message, or claiming a generation the group never had")
+        self.commit_stalled_seconds = gauge(
+            "tabletopic_commit_stalled_seconds",
+            "Seconds since a round last committed (coordinator) or this worker's answer got a verdict, once "
+            "over the stall bound; 0 otherwise")
         self.answers_rejected = counter("tabletopic_answers_rejected",
                                         "This worker's barrier answers the coordinator rejected (re-read)")
         self.lag = gauge("tabletopic_consumer_lag_records",

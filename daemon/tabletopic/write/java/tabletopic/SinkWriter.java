@@ -1,15 +1,13 @@
 package tabletopic;
 
-import java.io.ByteArrayInputStream;
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.io.ObjectInputStream;
-import java.io.ObjectOutputStream;
+import java.io.StringWriter;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.iceberg.ContentFile;
+import org.apache.iceberg.ContentFileParser;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.DeleteFile;
 import org.apache.iceberg.PartitionField;
@@ -22,6 +20,9 @@ import org.apache.iceberg.SnapshotRef;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.UpdatePartitionSpec;
 import org.apache.iceberg.expressions.Expressions;
+import org.apache.iceberg.shaded.com.fasterxml.jackson.core.JsonGenerator;
+import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.iceberg.util.JsonUtil;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.Dataset;
@@ -182,20 +183,58 @@ public final class SinkWriter {
     table.refresh();
   }
 
-  /** Java-serialises written files, so a worker can hand them to a coordinator as bytes. */
-  public static byte[] serialize(List<ContentFile<?>> files) throws IOException {
-    ByteArrayOutputStream bytes = new ByteArrayOutputStream();
-    try (ObjectOutputStream out = new ObjectOutputStream(bytes)) {
-      out.writeObject(new ArrayList<>(files));
+  /**
+   * Written files as a JSON array of Iceberg content files (the REST spec's {@code ContentFile}
+   * form, written by Iceberg's own {@code ContentFileParser}), so a worker can hand them to a
+   * coordinator over the control topic. Nothing Java-serialised ever crosses Kafka.
+   */
+  public static String filesToJson(Table table, List<ContentFile<?>> files) throws IOException {
+    StringWriter out = new StringWriter();
+    try (JsonGenerator json = JsonUtil.factory().createGenerator(out)) {
+      json.writeStartArray();
+      for (ContentFile<?> file : files) {
+        ContentFileParser.toJson(file, table.specs().get(file.specId()), json);
+      }
+      json.writeEndArray();
     }
-    return bytes.toByteArray();
+    return out.toString();
   }
 
-  @SuppressWarnings("unchecked")
-  public static List<ContentFile<?>> deserialize(byte[] data) throws IOException, ClassNotFoundException {
-    try (ObjectInputStream in = new ObjectInputStream(new ByteArrayInputStream(data))) {
-      return (List<ContentFile<?>>) in.readObject();
+  /**
+   * Parses what {@link #filesToJson} wrote. Anyone who can write to the control topic can send
+   * such a list, so each file must name one of the table's specs and live under the table's
+   * location: a forged answer cannot make the table point at files elsewhere.
+   */
+  public static List<ContentFile<?>> filesFromJson(Table table, String text) throws IOException {
+    JsonNode array = JsonUtil.mapper().readTree(text);
+    if (array == null || !array.isArray()) {
+      throw new IllegalArgumentException("content files must be a JSON array");
     }
+    String root = withoutScheme(table.location()) + "/";
+    String dataPath = table.properties().get("write.data.path");
+    String dataRoot = dataPath == null ? null : withoutScheme(dataPath) + "/";
+    List<ContentFile<?>> files = new ArrayList<>();
+    for (JsonNode node : array) {
+      ContentFile<?> file = ContentFileParser.fromJson(node, table.specs());
+      String path = withoutScheme(file.location());
+      boolean inside = path.startsWith(root) || (dataRoot != null && path.startsWith(dataRoot));
+      if (!inside || path.contains("/../")) {
+        throw new IllegalArgumentException(
+            "content file " + path + " is not under table " + table.name() + "'s location");
+      }
+      files.add(file);
+    }
+    return files;
+  }
+
+  /**
+   * A location without its scheme and with one leading slash: Hadoop and Iceberg spell the same
+   * place as file:/x, file:///x or /x (and s3a://b/x for s3://b/x).
+   */
+  private static String withoutScheme(String location) {
+    String rest = location.replaceFirst("^[A-Za-z][A-Za-z0-9+.-]*:", "");
+    rest = "/" + rest.replaceFirst("^/+", "");
+    return rest.endsWith("/") ? rest.substring(0, rest.length() - 1) : rest;
   }
 
   /** Concatenates two file lists; py4j cannot build a typed Java list cheaply. */

@@ -1,24 +1,26 @@
-"""The worker: buffers routed rows per table, writes them to files, and answers commit barriers.
+"""The sink writer: buffers routed rows per table, writes them to files, and completes a write per answer.
 
-It owns, for the partitions assigned to it, the *positions* (the next offset to
-process) and the files written but not yet committed.  On :class:`StartCommit`
-it drains every buffer into files and answers with :class:`DataComplete`:
-those files plus the positions they cover.  Because positions and buffers are
-snapshotted together, in one step of the event loop, a commit never claims an
-offset whose record is not in its files.
+Rows wait in per-table buffers; a large buffer is written early (its files wait
+for the next answer).  :meth:`SinkWriter.complete_write` writes everything left
+and returns a :class:`~tabletopic.commit.worker.WriteResult`: the files as JSON,
+with the ranges and floors they cover, taken from the ledger in the same step of
+the event loop as the buffers were drained, so an answer never claims an offset
+whose record is in no file.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+import json
 
 import numpy as np
 import pyarrow as pa
 import structlog
 
+from tabletopic.buffer.partition_ledger import PartitionLedger, Raised
 from tabletopic.buffer.table_buffer import Drained, TableBuffer, TopicPartition
-from tabletopic.commit.events import DataComplete, DataWritten, StartCommit
+from tabletopic.commit.events import TableFiles
+from tabletopic.commit.worker import WriteResult
 from tabletopic.convert.converter import Failure
 from tabletopic.convert.records import UPSERT, SinkRecords
 from tabletopic.ops.metrics import SinkMetrics
@@ -31,22 +33,18 @@ from tabletopic.write.schema_evolution import apply as apply_changes
 log = structlog.get_logger(__name__)
 
 
-class Worker:
+class SinkWriter:
     def __init__(self, tables: IcebergTables, writer: FileWriter, metrics: SinkMetrics,
-                 flush_bytes: int, case_insensitive: bool,
-                 floors_for: Callable[[str], dict[TopicPartition, int]], evolve_schema: bool = False) -> None:
+                 flush_bytes: int, case_insensitive: bool, ledger: PartitionLedger,
+                 evolve_schema: bool = False) -> None:
         self._tables = tables
         self._writer = writer
         self._metrics = metrics
         self._flush_bytes = flush_bytes
         self._case_insensitive = case_insensitive
-        self._floors_for = floors_for  # a table's recorded offsets, read when its buffer is made
+        self._ledger = ledger
         self._evolve_schema = evolve_schema
         self.buffers: dict[str, TableBuffer] = {}
-        self.positions: dict[TopicPartition, int] = {}
-        # Per partition, the first offset accepted and not yet in a committed snapshot. A failed
-        # write must re-read from here: the tables may know nothing of the partition yet.
-        self.uncommitted_from: dict[TopicPartition, int] = {}
         self._pending: dict[str, list[WrittenFiles]] = {}
         self._write_lock = asyncio.Lock()
         self._flushes: set[asyncio.Task[None]] = set()
@@ -122,9 +120,10 @@ class Worker:
     def buffer(self, table: str, parts: list[SinkRecords]) -> None:
         buffer = self.buffers.get(table)
         if buffer is None:
-            buffer = self.buffers[table] = TableBuffer(table, floor=dict(self._floors_for(table)))
+            buffer = self.buffers[table] = TableBuffer(table)
+        floors = self._ledger.floors(table)
         for part in parts:
-            buffer.add(part)
+            buffer.add(part, floors.get((part.topic, part.partition)))
 
     def _conform(self, handle: TableHandle, records: SinkRecords, failures: list[Failure]) -> list[SinkRecords]:
         try:
@@ -138,11 +137,6 @@ class Worker:
         mask = np.arange(len(records)) < len(records) // 2
         return self._conform(handle, records.take(mask), failures) + \
             self._conform(handle, records.take(~mask), failures)
-
-    def advance(self, tp: TopicPartition, first_offset: int, next_offset: int) -> None:
-        self.uncommitted_from.setdefault(tp, first_offset)
-        if next_offset > self.positions.get(tp, -1):
-            self.positions[tp] = next_offset
 
     @property
     def buffered_bytes(self) -> int:
@@ -172,7 +166,7 @@ class Worker:
     async def _flush(self, name: str) -> None:
         async with self._write_lock:
             buffer = self.buffers.get(name)
-            drained = buffer.drain() if buffer is not None else None
+            drained = buffer.drain(self._ledger.floors(name)) if buffer is not None else None
             if drained is None:
                 return
             resets = self._resets
@@ -200,57 +194,59 @@ class Worker:
         log.debug("wrote files", table=drained.table, files=written.file_count, records=written.records,
                   seconds=round(written.seconds, 3))
 
-    # -- barrier side ---------------------------------------------------------------------------
-    async def start_commit(self, event: StartCommit) -> DataComplete:
-        """Write everything buffered and answer with the files and the positions they cover."""
+    # -- answers --------------------------------------------------------------------------------------
+    async def complete_write(self) -> WriteResult:
+        """Write everything buffered; return the files and the ranges and floors they cover.
+
+        Raises if any write, early or now, failed or its files cannot be encoded: the rows left the
+        buffers but reached no answer, so the caller must read them again.
+        """
         async with self._write_lock:
             resets = self._resets
             if self._flush_error is not None:
                 error, self._flush_error = self._flush_error, None
                 raise RuntimeError(f"an early write failed: {error}") from error
-            positions = dict(self.positions)
-            starts = {tp: self.uncommitted_from.get(tp, end) for tp, end in positions.items()}
-            cut_at = {name: dict(buffer.floor) for name, buffer in self.buffers.items()}
-            drained = [d for d in (b.drain() for b in self.buffers.values()) if d is not None]
+            positions, starts = self._ledger.cut()
+            cut_at = {name: dict(self._ledger.floors(name)) for name in self.buffers}
+            drained = [d for d in (b.drain(cut_at[n]) for n, b in self.buffers.items()) if d is not None]
             for item in drained:
                 await self._write(item, resets)
             if resets != self._resets:
                 # Dropped while writing (a revocation): claim nothing, the rows are read again.
-                return DataComplete(event.commit_id, {}, [])
-            written = []
+                return WriteResult({}, {}, {}, {}, {})
+            written: dict[str, TableFiles] = {}
+            written_floors: dict[str, dict[TopicPartition, int] | None] = {}
             for table, parts in self._pending.items():
-                files = parts[0].files
-                for extra in parts[1:]:
-                    files = self._writer.jvm.tabletopic.SinkWriter.concat(files, extra.files)
-                newest = [p.max_timestamp_ms for p in parts if p.max_timestamp_ms is not None]
-                floors = parts[0].floors if all(p.floors == parts[0].floors for p in parts) else None
-                written.append(DataWritten(event.commit_id, table, files, sum(p.records for p in parts),
-                                           sum(p.file_count for p in parts), max(newest) if newest else None,
-                                           floors))
+                written[table] = await asyncio.to_thread(self._encode, table, parts)
+                same = all(p.floors == parts[0].floors for p in parts)
+                written_floors[table] = dict(parts[0].floors) if same else None
             self._pending = {}
-            return DataComplete(event.commit_id, positions, written, starts, cut_at)
+            return WriteResult(positions, starts, cut_at, written, written_floors)
 
-    def set_floors(self, floors: dict[str, dict[TopicPartition, int]], tps: Iterable[TopicPartition]) -> None:
-        """After an assignment: what each table already holds of ``tps``; buffered rows below go."""
-        for tp in tps:
-            for name, buffer in self.buffers.items():
-                offset = floors.get(name, {}).get(tp)
-                if offset is None:
-                    buffer.floor.pop(tp, None)
-                    continue
-                buffer.floor[tp] = offset
-                dropped = buffer.drop_below(tp, offset)
-                if dropped:
-                    log.info("dropped buffered rows the table already has", table=name, topic=tp[0],
-                             partition=tp[1], records=dropped)
+    def _encode(self, table: str, parts: list[WrittenFiles]) -> TableFiles:
+        """Files as Iceberg's content-file JSON, the form they cross the control topic in."""
+        handle, writer = self._tables.get(table), self._writer.jvm.tabletopic.SinkWriter
+        merged: TableFiles | None = None
+        for part in parts:
+            files = TableFiles(json.loads(writer.filesToJson(handle.java, part.files)), part.records,
+                               part.max_timestamp_ms)
+            merged = files if merged is None else merged.merged(files)
+        assert merged is not None
+        return merged
 
-    def release(self, tps: Iterable[TopicPartition]) -> bool:
+    def drop_below(self, raised: Raised, why: str) -> None:
+        """Floors rose: buffered rows below them are in their table already."""
+        for table, tp, offset in raised:
+            buffer = self.buffers.get(table)
+            dropped = buffer.drop_below(tp, offset) if buffer is not None else 0
+            if dropped:
+                log.info(f"dropped buffered rows {why}", table=table, topic=tp[0], partition=tp[1], records=dropped)
+
+    def release(self, tps: set[TopicPartition]) -> bool:
         """Forget partitions that were revoked: their rows are re-read by their next owner.
 
-        ``uncommitted_from`` stays: if a partition comes back, it is read again from there, since
-        the rows dropped here reached no table. True if everything buffered had to go (files
-        written early may hold rows of the revoked partitions and cannot be split), in which case
-        the partitions kept must be read again too.
+        True if everything buffered had to go (files written early may hold rows of the revoked
+        partitions and cannot be split), in which case the partitions kept must be read again too.
         """
         gone = set(tps)
         if self._pending or self._flushes:
@@ -262,43 +258,29 @@ class Worker:
             dropped = buffer.discard(gone)
             if dropped:
                 log.info("dropped buffered rows of revoked partitions", table=buffer.table, records=dropped)
-        for tp in gone:
-            self.positions.pop(tp, None)
+        self._ledger.release(gone)
         return False
 
-    def committed(self, positions: dict[TopicPartition, int], tables: dict[str, dict[TopicPartition, int]]) -> None:
-        """A snapshot now holds everything below ``positions``; ``tables`` is what each table records.
+    def committed(self, ends: dict[TopicPartition, int], recorded: dict[str, dict[TopicPartition, int]]) -> None:
+        """A snapshot now holds everything below ``ends``; ``recorded`` is what each table records.
 
         Buffered rows below what their table now records were read a second time (after a
-        revocation gave the partition back, say) and must not be written again: they go, and the
-        buffer's floors move up, so that answers say what their rows were cut against.
+        revocation gave the partition back, say) and must not be written again.
         """
-        for tp, offset in positions.items():
-            if tp in self.uncommitted_from:
-                self.uncommitted_from[tp] = max(self.uncommitted_from[tp], offset)
-        for buffer in self.buffers.values():
-            recorded = tables.get(buffer.table, {})
-            for tp in positions:
-                if tp not in recorded:
-                    continue
-                buffer.floor[tp] = recorded[tp]
-                dropped = buffer.drop_below(tp, recorded[tp])
-                if dropped:
-                    log.info("dropped buffered rows a commit already holds", table=buffer.table, topic=tp[0],
-                             partition=tp[1], records=dropped)
-        # Files written early since the answer's snapshot hold only rows past its ends: they were cut
+        self.drop_below(self._ledger.committed(ends, recorded), "a commit already holds")
+        # Files written early since the answer was cut hold only rows past its ends: they were cut
         # against the old floors, and are just as valid against the new ones.
         for table, parts in self._pending.items():
-            recorded = tables.get(table, {})
+            now = recorded.get(table, {})
             for part in parts:
-                for tp, end in positions.items():
-                    if recorded.get(tp) == end and part.floors.get(tp, -1) <= end:
+                for tp, end in ends.items():
+                    if now.get(tp) == end and part.floors.get(tp, -1) <= end:
                         part.floors[tp] = end
 
     def reset(self) -> None:
         """Drop everything not committed (after a failed or fenced commit).
 
-        Positions are decided again from the tables and ``uncommitted_from``, which stays.
+        Positions are decided again from the tables and the ledger's first uncommitted offsets.
         """
         self._resets += 1
         self._flush_error = None
@@ -306,4 +288,4 @@ class Worker:
             buffer.clear()
         self.buffers.clear()
         self._pending.clear()
-        self.positions.clear()
+        self._ledger.reset()

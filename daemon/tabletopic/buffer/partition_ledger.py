@@ -1,0 +1,111 @@
+"""Where each partition stands between fetch and commit: the one owner of that state.
+
+Per partition the ledger keeps the *position* (the next offset to take) and the
+first offset taken but not yet in a committed snapshot.  Per table it keeps the
+offsets the table is known to *record*, and the *floors* of the rows buffered for
+it (what it recorded when they were cut; rows below a floor are already in the
+table).  The consumer, the sink and the writer change it only through the named
+operations below.  Terms are defined in ``docs/design/exactly-once.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+TopicPartition = tuple[str, int]
+Raised = list[tuple[str, TopicPartition, int]]  # (table, partition, new floor): buffered rows below it must go
+
+
+class PartitionLedger:
+    def __init__(self, read_recorded: Callable[[str], dict[TopicPartition, int]]) -> None:
+        self._read_recorded = read_recorded  # reads what a table records, from its snapshots
+        self._positions: dict[TopicPartition, int] = {}
+        # Survives resets and revocations: a failed write or a revocation's lost answer must re-read
+        # from here while no table records the partition yet.
+        self._uncommitted_from: dict[TopicPartition, int] = {}
+        self._recorded: dict[str, dict[TopicPartition, int]] = {}
+        self._floors: dict[str, dict[TopicPartition, int]] = {}
+
+    # -- reading --------------------------------------------------------------------------------------
+    def position(self, tp: TopicPartition) -> int | None:
+        return self._positions.get(tp)
+
+    def positions(self) -> dict[TopicPartition, int]:
+        return dict(self._positions)
+
+    def uncommitted_from(self, tp: TopicPartition) -> int | None:
+        return self._uncommitted_from.get(tp)
+
+    def recorded(self) -> dict[str, dict[TopicPartition, int]]:
+        return {t: dict(o) for t, o in self._recorded.items()}
+
+    def floors(self, table: str) -> dict[TopicPartition, int]:
+        """The floors of ``table``'s buffered rows; a table first buffered takes what it records now."""
+        if table not in self._floors:
+            if table not in self._recorded:
+                self._recorded[table] = dict(self._read_recorded(table))
+            self._floors[table] = dict(self._recorded[table])
+        return self._floors[table]
+
+    def cut(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        """Positions and, per partition, the first uncommitted offset: the ranges of an answer."""
+        positions = dict(self._positions)
+        return positions, {tp: self._uncommitted_from.get(tp, end) for tp, end in positions.items()}
+
+    # -- operations -----------------------------------------------------------------------------------
+    def accept(self, tp: TopicPartition, first: int, next_offset: int) -> None:
+        """Records ``first`` .. ``next_offset - 1`` were taken (buffered or failed on purpose)."""
+        self._uncommitted_from.setdefault(tp, first)
+        if next_offset > self._positions.get(tp, -1):
+            self._positions[tp] = next_offset
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        """The partition is read again from ``offset``: everything from there on is uncommitted."""
+        self._positions[tp] = offset
+        self._uncommitted_from[tp] = offset
+
+    def committed(self, ends: dict[TopicPartition, int], recorded: dict[str, dict[TopicPartition, int]]) -> Raised:
+        """A snapshot holds everything below ``ends``; ``recorded`` is what each table records now."""
+        for tp, offset in ends.items():
+            if tp in self._uncommitted_from:
+                self._uncommitted_from[tp] = max(self._uncommitted_from[tp], offset)
+        self._recorded.update({t: dict(o) for t, o in recorded.items()})
+        raised: Raised = []
+        for table, floors in self._floors.items():
+            for tp in ends:
+                if tp in recorded.get(table, {}):
+                    floors[tp] = recorded[table][tp]
+                    raised.append((table, tp, floors[tp]))
+        return raised
+
+    def adopt(self, recorded: dict[str, dict[TopicPartition, int]]) -> None:
+        """What the coordinator says the tables record; floors of rows already buffered stay."""
+        self._recorded.update({t: dict(o) for t, o in recorded.items() if o or t in self._recorded})
+
+    def read_again(self, recorded: dict[str, dict[TopicPartition, int]], tps: Iterable[TopicPartition]) -> Raised:
+        """After an assignment or a seek: what each table records of ``tps``, read from the tables."""
+        self._recorded.update({t: dict(o) for t, o in recorded.items()})
+        raised: Raised = []
+        for tp in tps:
+            for table, floors in self._floors.items():
+                offset = recorded.get(table, {}).get(tp)
+                if offset is None:
+                    floors.pop(tp, None)
+                else:
+                    floors[tp] = offset
+                    raised.append((table, tp, offset))
+        return raised
+
+    def release(self, tps: Iterable[TopicPartition]) -> None:
+        """Revoked partitions: their position goes; where their uncommitted rows began stays."""
+        for tp in tps:
+            self._positions.pop(tp, None)
+
+    def reset(self) -> None:
+        """Everything uncommitted was dropped: positions and floors are decided again from the tables."""
+        self._positions.clear()
+        self._floors.clear()
+        self._recorded.clear()
+
+    def forget_floors(self, table: str) -> None:
+        self._floors.pop(table, None)

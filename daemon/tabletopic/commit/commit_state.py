@@ -1,0 +1,113 @@
+"""One round's bookkeeping: which partitions have answered, whether time is up, and the judging.
+
+A fresh :class:`CommitState` is made for every round and dropped after it; nothing
+here touches Kafka, Spark or a clock of its own, so the rules can be tested alone.
+Terms (round, answer, floor, epoch) are defined in ``docs/design/exactly-once.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from tabletopic.commit.events import Answer, TableFiles, TopicPartition
+
+
+@dataclass
+class Judgement:
+    accepted: list[Answer]
+    rejected: dict[str, str]  # answer id -> why
+
+    def positions(self) -> dict[TopicPartition, int]:
+        """The next offset to read per partition, once the accepted answers are committed."""
+        return {tp: end for answer in self.accepted for tp, (_, end) in answer.ranges.items()}
+
+    def tables(self) -> dict[str, TableFiles]:
+        """Every accepted answer's files, merged per table."""
+        merged: dict[str, TableFiles] = {}
+        for answer in self.accepted:
+            for table, files in answer.tables.items():
+                merged[table] = merged[table].merged(files) if table in merged else files
+        return merged
+
+
+@dataclass
+class CommitState:
+    commit_id: str
+    epoch: int
+    partitions: frozenset[TopicPartition]  # every partition of the connector: the round waits for them all
+    started: float  # monotonic seconds
+    timeout_s: float
+    covered: set[TopicPartition] = field(default_factory=set)
+
+    def add(self, answer: Answer) -> None:
+        """An answer to this round: its member's partitions are covered, whether or not it carries data.
+
+        An idle member answers with what it owns and nothing else, so a round never waits for data
+        that will not come.
+        """
+        if answer.commit_id == self.commit_id:
+            self.covered |= answer.assigned
+
+    @property
+    def is_complete(self) -> bool:
+        return self.covered >= self.partitions
+
+    def timed_out(self, now: float) -> bool:
+        return now - self.started >= self.timeout_s
+
+    def missing(self) -> list[TopicPartition]:
+        return sorted(self.partitions - self.covered)
+
+
+def judge(answers: Iterable[Answer], recorded: dict[str, dict[TopicPartition, int]]) -> Judgement:
+    """Accept each answer whose rows continue what the tables record, and no two that overlap.
+
+    ``recorded`` is what every known table records for this connector now.  An answer is
+    accepted only if, for each of its partitions, every table's floor is what the table records
+    (so its rows were cut against the present, not against a state another commit has moved
+    past) and its range starts at the newest recorded offset.  That is what makes a resent, late,
+    replayed or zombie answer harmless: it is committed once at most.
+    """
+    accepted: list[Answer] = []
+    rejected: dict[str, str] = {}
+    claimed: set[TopicPartition] = set()
+    for answer in answers:
+        why = _why_not(answer, recorded, claimed)
+        if why is None:
+            accepted.append(answer)
+            claimed |= set(answer.ranges)
+        else:
+            rejected[answer.answer_id] = why
+    return Judgement(accepted, rejected)
+
+
+def _why_not(answer: Answer, recorded: dict[str, dict[TopicPartition, int]],
+             claimed: set[TopicPartition]) -> str | None:
+    if answer.tables and not answer.ranges:
+        return "files without offset ranges: nothing says which records they hold"
+    overlap = claimed & set(answer.ranges)
+    if overlap:
+        return f"another answer in this round already covers {_names(overlap)}"
+    for tp, (start, end) in answer.ranges.items():
+        known = [offsets[tp] for offsets in recorded.values() if tp in offsets]
+        if known and start > max(known):
+            return f"{_name(tp)} starts at {start}, past what the tables record ({max(known)}): a gap"
+        if known and end <= max(known):
+            return f"{_name(tp)} ends at {end}, which the tables already hold ({max(known)})"
+    for table in {*answer.floors, *answer.tables}:
+        floors, offsets = answer.floors.get(table, {}), recorded.get(table, {})
+        for tp, (start, _) in answer.ranges.items():
+            if offsets.get(tp) != floors.get(tp):
+                return f"table {table} records {offsets.get(tp)} for {_name(tp)}, the rows were cut at {floors.get(tp)}"
+            if tp in offsets and start > offsets[tp]:
+                return f"{_name(tp)} starts at {start}, past what {table} records ({offsets[tp]})"
+    return None
+
+
+def _name(tp: TopicPartition) -> str:
+    return f"{tp[0]}[{tp[1]}]"
+
+
+def _names(tps: Iterable[TopicPartition]) -> str:
+    return ", ".join(_name(tp) for tp in sorted(tps))

@@ -1,0 +1,142 @@
+"""One daemon's place in a connector's commit protocol: a worker always, the coordinator sometimes.
+
+The member owns the control channel, the two roles and the tasks that drive them
+(the message dispatch and the coordinator's rounds).  It starts them, cancels and
+awaits them in :meth:`stop`, and :attr:`error_future` fails if any of them dies, so
+the daemon stops instead of timing rounds out for ever.
+
+Every message's epoch is checked against the consumer group generation this member
+got from the broker: a message that claims a generation the group has not reached
+is ignored, so a forged ``start`` with a huge epoch cannot unseat the coordinator.
+The protocol is in ``docs/design/exactly-once.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterable
+
+import structlog
+
+from tabletopic.commit.channel import Channel
+from tabletopic.commit.coordinator import Coordinator, CoordinatorTables
+from tabletopic.commit.events import TopicPartition
+from tabletopic.commit.worker import Worker, WorkerSink
+from tabletopic.ops.metrics import SinkMetrics
+
+log = structlog.get_logger(__name__)
+
+
+class Member:
+    def __init__(self, connector: str, channel: Channel, sink: WorkerSink, tables: CoordinatorTables,
+                 metrics: SinkMetrics, interval_s: float, timeout_s: float, stall_intervals: int) -> None:
+        self.connector = connector
+        self.id = f"{connector}-{uuid.uuid4().hex[:12]}"
+        self.channel = channel
+        self._metrics = metrics
+        self._interval_s = interval_s
+        self._timeout_s = timeout_s
+        self._stall_s = stall_intervals * interval_s + timeout_s
+        self.worker = Worker(connector, self.id, channel, sink, resend_after_s=interval_s + timeout_s)
+        self.coordinator = Coordinator(connector, self.id, channel, tables, metrics, interval_s, timeout_s)
+        self.generation = -1
+        self._log = log.bind(connector=connector, member=self.id)
+        self._untrusted_logged = False
+        self._tasks: list[asyncio.Task[None]] = []
+        self.error_future: asyncio.Future[None] | None = None
+
+    async def start(self) -> None:
+        await self.channel.start()
+        loop = asyncio.get_running_loop()
+        self.error_future = loop.create_future()
+        self._tasks = [loop.create_task(self._dispatch(), name=f"control-dispatch-{self.id}"),
+                       loop.create_task(self.coordinator.run(), name=f"control-rounds-{self.id}")]
+        for task in self._tasks:
+            task.add_done_callback(self._on_task_done)
+        assert self.channel.error_future is not None
+        self.channel.error_future.add_done_callback(self._on_channel_failed)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.channel.stop()
+
+    @property
+    def failed(self) -> bool:
+        return self.error_future is not None and self.error_future.done()
+
+    def _on_task_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or self.error_future is None or self.error_future.done():
+            return
+        self.error_future.set_exception(task.exception() or RuntimeError(f"{task.get_name()} ended"))
+
+    def _on_channel_failed(self, future: asyncio.Future[None]) -> None:
+        if not future.cancelled() and future.exception() is not None and self.error_future is not None \
+                and not self.error_future.done():
+            self.error_future.set_exception(future.exception())  # type: ignore[arg-type]
+
+    # -- election -----------------------------------------------------------------------------------
+    def on_assignment(self, assigned: Iterable[TopicPartition], everything: set[TopicPartition],
+                      generation: int) -> None:
+        """Coordinate while this member owns the first partition of the connector's topics."""
+        self.generation = generation
+        first = min(everything) if everything else None
+        self.coordinator.on_assignment(first is not None and first in set(assigned), generation,
+                                       frozenset(everything))
+
+    # -- messages -----------------------------------------------------------------------------------
+    async def _dispatch(self) -> None:
+        while True:
+            message = await self.channel.messages.get()
+            if message.epoch > self.generation:
+                self._metrics.control_messages_skipped.inc()
+                if not self._untrusted_logged:  # once: a flood must not flood the log too
+                    self._untrusted_logged = True
+                    self._log.warning("ignored a control message claiming a generation this group has not "
+                                      "reached", epoch=message.epoch, generation=self.generation,
+                                      type=type(message).__name__)
+                continue
+            await self.coordinator.receive(message)
+            await self.worker.receive(message)
+
+    # -- pressure and shutdown ------------------------------------------------------------------------
+    async def relieve(self) -> None:
+        await self.worker.relieve(self._interval_s + self._timeout_s)
+
+    async def flush(self, reason: str, timeout_s: float) -> bool:
+        """Hand everything buffered to the coordinator and wait until it has decided.
+
+        A rejected answer held records someone else committed first, or that the next owner of
+        their partitions reads again: nothing is lost either way. False only if no coordinator
+        answered in time; those records, too, are read again.
+        """
+        self.coordinator.closing = True
+        deadline = time.monotonic() + timeout_s
+        await self.coordinator.wait_idle()  # the round under way finishes first
+        worker = self.worker
+        for _ in range(4):
+            if worker.in_flight is not None:
+                if self.coordinator.leader:
+                    await self.coordinator.run_round(reason)
+                if not await worker.wait_settled(deadline - time.monotonic()):
+                    return False
+                if worker.rejected_last:
+                    self._log.warning("the last answer was rejected; its records are read again by their next owner")
+                    return True
+            await worker.answer(None, worker.max_epoch, reason)
+            if worker.in_flight is None:
+                return True  # nothing left to hand over
+        return False
+
+    # -- readiness ----------------------------------------------------------------------------------
+    def health(self) -> tuple[bool, str]:
+        stalled = max(self.coordinator.stalled_for(), self.worker.stalled_for())
+        self._metrics.commit_stalled_seconds.set(stalled if stalled > self._stall_s else 0)
+        if stalled > self._stall_s:
+            role = "no round has committed" if self.coordinator.stalled_for() > self._stall_s else \
+                "this worker's answer has had no verdict"
+            return False, f"{role} for {stalled:.0f}s (over {self._stall_s:.0f}s)"
+        return True, "ok"

@@ -1,0 +1,176 @@
+"""The coordinator's tables: what each records for this connector, and one commit per table per round.
+
+It reads a table's offsets when the table is first judged, then tracks them
+through its own commits; :meth:`reset` forgets them when another coordinator may
+have committed.  A round's tables are committed in parallel, up to
+``iceberg.control.commit.threads``, each in one snapshot holding its files and
+the round's offsets (see :mod:`tabletopic.commit.table_committer`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from tabletopic.commit.events import Answer, TableFiles, TopicPartition
+from tabletopic.commit.source_offsets import read_offsets
+from tabletopic.commit.table_committer import CommitFailed, CommitFenced, CommitResult, TableCommitter
+from tabletopic.ops.metrics import SinkMetrics
+from tabletopic.write.iceberg_tables import JAVA_ERRORS, IcebergTables, java_error_message
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class RoundOutcome:
+    snapshots: dict[str, int] = field(default_factory=dict)  # table -> snapshot id
+    failed: dict[str, str] = field(default_factory=dict)  # table -> why
+    fenced: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.fenced and not self.failed
+
+
+class TableCommits:
+    def __init__(self, tables: IcebergTables, committer: TableCommitter, metrics: SinkMetrics, group_id: str,
+                 static_tables: list[str], refresh_barriers: int, timeout_s: float, threads: int) -> None:
+        self._log = log.bind(connector=metrics.connector)
+        self._tables = tables
+        self._committer = committer
+        self._metrics = metrics
+        self._group_id = group_id
+        self._static = static_tables
+        self._refresh_barriers = refresh_barriers
+        self._timeout_s = timeout_s
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"commit-{metrics.connector}")
+        self._offsets: dict[str, dict[TopicPartition, int]] = {}
+        self._last_commit: dict[str, int] = {}
+        self._rounds = 0
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- what the tables record -------------------------------------------------------------------
+    def recorded(self, names: Iterable[str] = ()) -> dict[str, dict[TopicPartition, int]]:
+        """Every table this coordinator knows of (and ``names``), with the offsets it records now."""
+        for table in {*names, *self._tables.known(), *self._static}:
+            if table not in self._offsets:
+                with contextlib.suppress(Exception):  # a table that does not exist yet records nothing
+                    handle = self._tables.get(table)
+                    handle.java.refresh()
+                    self._offsets[table] = read_offsets(handle.java, handle.branch, self._group_id)
+                    self._last_commit.setdefault(table, self._rounds)
+        return {t: dict(o) for t, o in self._offsets.items()}
+
+    def reset(self) -> None:
+        """Forget what the tables record: another coordinator may have committed since."""
+        self._offsets.clear()
+
+    def invalid_files(self, answer: Answer) -> str | None:
+        """Why an answer's files cannot be added to their tables, or None."""
+        for table, files in answer.tables.items():
+            try:
+                self._tables.jvm.tabletopic.SinkWriter.filesFromJson(self._tables.get(table).java,
+                                                                     json.dumps(files.files))
+            except JAVA_ERRORS as exc:
+                return f"files for {table} cannot be read: {java_error_message(exc)}"
+            except Exception as exc:  # the table cannot be loaded: a system failure, judged as one
+                return f"table {table} cannot be loaded: {exc}"
+        return None
+
+    # -- committing -------------------------------------------------------------------------------
+    async def commit(self, positions: dict[TopicPartition, int], by_table: dict[str, TableFiles], started: float,
+                     epoch: int) -> RoundOutcome:
+        """Commit each table that has files, or whose offsets lag behind for too many rounds."""
+        self._rounds += 1
+        outcome = RoundOutcome()
+        if not positions and not by_table:
+            return outcome
+        targets = set(by_table)
+        for table, offsets in self._offsets.items():
+            behind = any(tp in offsets and offsets[tp] < pos for tp, pos in positions.items())
+            if behind and self._rounds - self._last_commit.get(table, 0) >= self._refresh_barriers:
+                targets.add(table)
+        results = await asyncio.gather(*(self._commit_table(t, by_table.get(t), positions, started, epoch)
+                                         for t in sorted(targets)))
+        for table, result in zip(sorted(targets), results, strict=True):
+            if isinstance(result, CommitResult):
+                outcome.snapshots[table] = result.snapshot_id
+            else:
+                outcome.failed[table] = str(result)
+                outcome.fenced |= isinstance(result, CommitFenced)
+        if not outcome.ok:
+            self.reset()
+        return outcome
+
+    async def _commit_table(self, table: str, files: TableFiles | None, positions: dict[TopicPartition, int],
+                            started: float, epoch: int) -> CommitResult | CommitFenced | CommitFailed:
+        labels = {"table": table}
+        expected = self._offsets.get(table, {})
+        future = asyncio.get_running_loop().run_in_executor(self._pool, self._commit_sync, table, files,
+                                                            dict(positions), dict(expected), epoch)
+        try:
+            try:
+                result = await asyncio.wait_for(asyncio.shield(future), self._timeout_s)
+            except asyncio.CancelledError:
+                # The commit runs on in its thread whatever happens here: record what it did before
+                # giving up, or the next round would take this sink's own commit for another writer's.
+                with contextlib.suppress(Exception):
+                    self._record(table, files, await future, started)
+                raise
+        except asyncio.TimeoutError:
+            # It may still land; the next round's offset check sees it and fences.
+            self._metrics.commit_failures.labels(**labels).inc()
+            self._log.error("commit timed out; iceberg.control.commit.timeout-ms may be too low", table=table,
+                            timeout_s=self._timeout_s)
+            return CommitFailed(f"commit to {table} timed out after {self._timeout_s:.0f}s")
+        except (CommitFenced, CommitFailed) as exc:
+            self._metrics.commit_failures.labels(**labels).inc()
+            self._log.error("commit refused: the round's answers are rejected and read again"
+                            if isinstance(exc, CommitFenced) else "commit failed; the round's answers are read again",
+                            table=table, error=str(exc))
+            return exc
+        except Exception as exc:  # the catalog or the JVM: never a reason to lose the round's records
+            self._metrics.commit_failures.labels(**labels).inc()
+            self._log.error("commit failed; the round's answers are read again", table=table, error=str(exc))
+            return CommitFailed(f"commit to {table} failed: {exc}")
+        elapsed = self._record(table, files, result, started)
+        self._log.info("committed", table=table, snapshot_id=result.snapshot_id, data_files=result.data_files,
+                       records=result.records, commit_seconds=round(result.seconds, 3),
+                       barrier_seconds=round(elapsed, 3), epoch=epoch)
+        return result
+
+    def _commit_sync(self, table: str, files: TableFiles | None, positions: dict[TopicPartition, int],
+                     expected: dict[TopicPartition, int], epoch: int) -> CommitResult:
+        try:
+            handle = self._tables.get(table)
+            java_files: Any = None
+            if files is not None:
+                java_files = self._tables.jvm.tabletopic.SinkWriter.filesFromJson(handle.java, json.dumps(files.files))
+        except JAVA_ERRORS as exc:
+            raise CommitFailed(f"cannot load {table} or its files: {java_error_message(exc)}") from exc
+        return self._committer.commit(handle, java_files, positions, expected,
+                                      files.max_timestamp_ms if files else None, epoch)
+
+    def _record(self, table: str, files: TableFiles | None, result: CommitResult, started: float) -> float:
+        """Take a landed commit into account; return the seconds since its round began."""
+        labels = {"table": table}
+        elapsed = time.monotonic() - started
+        self._offsets[table] = result.offsets
+        self._last_commit[table] = self._rounds
+        self._metrics.commit_seconds.labels(**labels).observe(elapsed)
+        self._metrics.commits.labels(**labels).inc()
+        self._metrics.records_written.labels(**labels).inc(result.records)
+        self._metrics.last_commit.labels(**labels).set(time.time())
+        if files is not None and files.max_timestamp_ms is not None:
+            self._metrics.note_committed_timestamp(table, files.max_timestamp_ms)
+        return elapsed
