@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Callable
 
 import structlog
@@ -104,5 +105,9 @@ class Channel:
 
 
 def _names_connector(value: bytes | None, connector: str) -> bool:
-    """Whether a bad record concerns us; garbage that names nobody is counted by every connector."""
-    return not value or connector.encode() in value or b'"connector"' not in value
+    """Whether a bad record may concern us: not if it is an object that names another connector."""
+    try:
+        doc = json.loads(value) if value else None
+    except (ValueError, RecursionError):
+        return True
+    return not isinstance(doc, dict) or doc.get("connector") in (None, connector)

@@ -113,9 +113,7 @@ class Coordinator:
         """Rounds on the interval while this member coordinates; owned and cancelled by its member."""
         next_at = self._clock() + self._interval_s
         while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), max(0.0, next_at - self._clock()))
-            self._wake.clear()
+            await self._wait_until(next_at)
             started = self._clock()
             if self.leader and not self.closing:
                 try:
@@ -125,6 +123,12 @@ class Coordinator:
                     self._log.error("round failed; the next one tries again", error=str(exc))
             # Counted from the round's start, so commits come once per interval, not interval + round.
             next_at = started + self._interval_s
+
+    async def _wait_until(self, deadline: float) -> None:
+        """Until ``deadline``, or sooner if an unasked or late answer wants a commit."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), max(0.0, deadline - self._clock()))
+        self._wake.clear()
 
     async def wait_idle(self) -> None:
         async with self._lock:

@@ -57,12 +57,13 @@ class SchemaLog:
         try:
             parsed_key = json.loads(key) if key else None
             parsed_value = json.loads(value) if value is not None else None
-            if isinstance(parsed_key, dict):
-                self.store.apply(parsed_key, parsed_value)
-        except (ValueError, KeyError, TypeError) as exc:
+            if not isinstance(parsed_key, dict) or not (parsed_value is None or isinstance(parsed_value, dict)):
+                raise TypeError("the key and the value must be JSON objects (or the value null)")
+            self.store.apply(parsed_key, parsed_value)
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             # A record this version cannot read must not stop the registry; say so loudly.
             log.error("skipped an unreadable record in the schemas topic", topic=self.topic, offset=offset,
-                      error=str(exc))
+                      error=str(exc)[:200])
         self._applied = offset
 
     async def catch_up(self, timeout_s: float = 10.0) -> None:

@@ -1,0 +1,62 @@
+"""The ledger: positions, first uncommitted offsets and floors, changed only by its operations."""
+
+from __future__ import annotations
+
+from tabletopic.buffer.partition_ledger import PartitionLedger
+from tests.unit.fakes import TP0, TP1
+
+
+def _ledger(recorded: dict[str, dict[tuple[str, int], int]] | None = None) -> PartitionLedger:
+    tables = recorded or {}
+    return PartitionLedger(lambda table: tables.get(table, {}))
+
+
+def test_accept_moves_the_position_and_keeps_where_uncommitted_rows_began() -> None:
+    ledger = _ledger()
+    ledger.accept(TP0, 0, 10)
+    ledger.accept(TP0, 10, 25)
+    assert ledger.cut() == ({TP0: 25}, {TP0: 0})
+
+
+def test_a_commit_moves_the_first_uncommitted_offset_and_raises_floors() -> None:
+    ledger = _ledger({"db.t": {}})
+    assert ledger.floors("db.t") == {}
+    ledger.accept(TP0, 0, 25)
+    raised = ledger.committed({TP0: 10}, {"db.t": {TP0: 10}})
+    assert raised == [("db.t", TP0, 10)] and ledger.floors("db.t") == {TP0: 10}
+    assert ledger.cut() == ({TP0: 25}, {TP0: 10})
+
+
+def test_after_a_rejection_the_restart_point_survives_and_floors_are_read_again() -> None:
+    tables = {"db.t": {TP0: 5}}
+    ledger = PartitionLedger(lambda table: tables[table])
+    ledger.floors("db.t")
+    ledger.accept(TP0, 5, 30)
+    ledger.reset()
+    tables["db.t"] = {TP0: 12}  # another writer committed meanwhile
+    assert ledger.position(TP0) is None and ledger.uncommitted_from(TP0) == 5
+    assert ledger.floors("db.t") == {TP0: 12}
+    ledger.seek(TP0, 12)
+    assert ledger.cut() == ({TP0: 12}, {TP0: 12})
+
+
+def test_a_revoked_partition_loses_its_position_but_not_its_restart_point() -> None:
+    ledger = _ledger()
+    ledger.accept(TP0, 0, 10)
+    ledger.accept(TP1, 0, 10)
+    ledger.release([TP0])
+    assert ledger.positions() == {TP1: 10} and ledger.uncommitted_from(TP0) == 0
+
+
+def test_adopted_offsets_serve_new_floors_but_leave_buffered_rows_floors_alone() -> None:
+    ledger = _ledger({"db.a": {TP0: 1}})
+    assert ledger.floors("db.a") == {TP0: 1}
+    ledger.adopt({"db.a": {TP0: 9}, "db.b": {TP0: 4}})
+    assert ledger.floors("db.a") == {TP0: 1} and ledger.floors("db.b") == {TP0: 4}
+
+
+def test_reading_the_tables_again_drops_floors_a_table_does_not_record() -> None:
+    ledger = _ledger({"db.t": {TP0: 3, TP1: 3}})
+    ledger.floors("db.t")
+    raised = ledger.read_again({"db.t": {TP1: 8}}, [TP0, TP1])
+    assert raised == [("db.t", TP1, 8)] and ledger.floors("db.t") == {TP1: 8}

@@ -1,0 +1,70 @@
+"""A round's completion and the judging rules, without a broker or tables."""
+
+from __future__ import annotations
+
+from tabletopic.commit.commit_state import CommitState, judge
+from tests.unit.fakes import TP0, TP1, answer, files
+
+
+def _state(timeout_s: float = 30.0) -> CommitState:
+    return CommitState("r1", 1, frozenset({TP0, TP1}), started=100.0, timeout_s=timeout_s)
+
+
+def test_an_idle_members_empty_answer_completes_the_round() -> None:
+    state = _state()
+    state.add(answer("a1", "r1", [TP1], {TP1: (0, 10)}, tables={"db.t": files("/wh/1")}))
+    assert not state.is_complete and state.missing() == [TP0]
+    state.add(answer("a2", "r1", [TP0]))  # owns the first partition, has nothing to say
+    assert state.is_complete
+
+
+def test_answers_to_another_round_do_not_complete_this_one() -> None:
+    state = _state()
+    state.add(answer("a1", "r0", [TP0, TP1]))
+    state.add(answer("a2", None, [TP0, TP1]))
+    assert not state.is_complete
+
+
+def test_a_round_times_out_by_its_own_start() -> None:
+    state = _state(timeout_s=5)
+    assert not state.timed_out(104.9)
+    assert state.timed_out(105.0)
+
+
+def test_two_answers_for_one_partition_only_the_first_is_accepted() -> None:
+    first = answer("a1", "r1", [TP0], {TP0: (0, 10)}, {"db.t": {}}, {"db.t": files("/wh/1")})
+    second = answer("a2", "r1", [TP0], {TP0: (0, 12)}, {"db.t": {}}, {"db.t": files("/wh/2")})
+    result = judge([first, second], {})
+    assert [a.answer_id for a in result.accepted] == ["a1"]
+    assert "already covers t[0]" in result.rejected["a2"]
+    assert result.positions() == {TP0: 10}
+
+
+def test_floors_that_the_tables_moved_past_are_rejected() -> None:
+    stale = answer("a1", "r1", [TP0], {TP0: (10, 20)}, {"db.t": {TP0: 5}}, {"db.t": files("/wh/1")})
+    result = judge([stale], {"db.t": {TP0: 10}})
+    assert "records 10 for t[0], the rows were cut at 5" in result.rejected["a1"]
+
+
+def test_an_answer_the_tables_already_hold_is_rejected() -> None:
+    # Its verdict was lost and it was sent again after the commit: the tables say it is in.
+    again = answer("a1", "r2", [TP0], {TP0: (0, 10)}, {"db.t": {}}, {"db.t": files("/wh/1")})
+    result = judge([again], {"db.t": {TP0: 10}})
+    assert "already hold" in result.rejected["a1"]
+
+
+def test_a_gap_after_what_the_tables_record_is_rejected() -> None:
+    gap = answer("a1", "r1", [TP0], {TP0: (15, 20)}, {"db.t": {TP0: 10}}, {"db.t": files("/wh/1")})
+    assert "a gap" in judge([gap], {"db.t": {TP0: 10}}).rejected["a1"]
+
+
+def test_files_replayed_with_a_new_id_and_no_ranges_are_rejected() -> None:
+    replay = answer("forged", "r1", [TP0], {}, {"db.t": {}}, {"db.t": files("/wh/1")})
+    assert "files without offset ranges" in judge([replay], {}).rejected["forged"]
+
+
+def test_merging_accepted_answers_concatenates_files_and_sums_records() -> None:
+    one = answer("a1", "r1", [TP0], {TP0: (0, 10)}, {"db.t": {}}, {"db.t": files("/wh/1", records=10)})
+    two = answer("a2", "r1", [TP1], {TP1: (0, 5)}, {"db.t": {}}, {"db.t": files("/wh/2", records=5)})
+    merged = judge([one, two], {}).tables()["db.t"]
+    assert [f["file-path"] for f in merged.files] == ["/wh/1", "/wh/2"] and merged.records == 15

@@ -1,0 +1,108 @@
+"""The coordinator's rounds against a fake channel and fake tables: completion, timeouts, late answers."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tabletopic.commit.coordinator import Coordinator
+from tabletopic.commit.events import Start, Verdict
+from tests.unit.fakes import TP0, TP1, FakeChannel, FakeTables, answer, files, metrics, run, settle
+
+
+def _coordinator(timeout_s: float = 3600.0) -> tuple[Coordinator, FakeChannel, FakeTables]:
+    channel, tables = FakeChannel(), FakeTables()
+    coordinator = Coordinator("c", "m", channel, tables, metrics(), interval_s=3600.0, timeout_s=timeout_s)
+    coordinator.on_assignment(True, 1, frozenset({TP0, TP1}))
+    return coordinator, channel, tables
+
+
+def test_a_round_completes_once_every_partition_answered_idle_ones_included() -> None:
+    async def go() -> None:
+        coordinator, channel, tables = _coordinator(timeout_s=3600.0)  # only coverage can end this round
+        task = asyncio.create_task(coordinator.run_round("interval"))
+        await settle()
+        [start] = channel.of(Start)
+        await coordinator.receive(answer("a1", start.commit_id, [TP1], {TP1: (0, 10)}, {"db.t": {}},
+                                         {"db.t": files("/wh/1")}))
+        await settle()
+        assert not task.done()  # the idle member that owns t[0] has not answered yet
+        await coordinator.receive(answer("a2", start.commit_id, [TP0]))
+        await asyncio.wait_for(task, 30)  # a guard against a hang: with a 3600 s timeout only coverage ends it
+        [verdict] = channel.of(Verdict)
+        assert verdict.accepted == ("a1",) and tables.offsets == {"db.t": {TP1: 10}}
+    run(go())
+
+
+def test_a_timed_out_round_commits_what_arrived_and_a_late_answer_goes_in_the_next() -> None:
+    async def go() -> None:
+        coordinator, channel, tables = _coordinator(timeout_s=0.01)
+        task = asyncio.create_task(coordinator.run_round("interval"))
+        await settle()
+        first = channel.of(Start)[0].commit_id
+        await coordinator.receive(answer("a1", first, [TP1], {TP1: (0, 10)}, {"db.t": {}}, {"db.t": files("/wh/1")}))
+        await task  # t[0] never answers: the round ends on its timeout
+        assert channel.of(Verdict)[0].accepted == ("a1",) and tables.offsets == {"db.t": {TP1: 10}}
+        # t[0]'s worker answers the old round after it closed: kept and judged by the next.
+        await coordinator.receive(answer("late", first, [TP0], {TP0: (0, 7)}, {"db.t": {}}, {"db.t": files("/wh/2")}))
+        await coordinator.run_round("interval")
+        assert channel.of(Verdict)[1].accepted == ("late",)
+        assert tables.offsets == {"db.t": {TP0: 7, TP1: 10}}
+    run(go())
+
+
+def test_a_failed_commit_rejects_every_answer_of_the_round() -> None:
+    async def go() -> None:
+        coordinator, channel, tables = _coordinator(timeout_s=0.01)
+        tables.fail = "the catalog is down"
+        await coordinator.receive(answer("a1", None, [TP0], {TP0: (0, 10)}, {"db.t": {}}, {"db.t": files("/wh/1")}))
+        await coordinator.run_round("interval")
+        [verdict] = channel.of(Verdict)
+        assert verdict.accepted == () and "the catalog is down" in verdict.rejected["a1"]
+        assert coordinator.last_error and tables.offsets == {}
+    run(go())
+
+
+def test_files_outside_the_table_are_rejected_before_judging() -> None:
+    async def go() -> None:
+        coordinator, channel, tables = _coordinator(timeout_s=0.01)
+        await coordinator.receive(answer("bad", None, [TP0], {TP0: (0, 10)}, {"db.t": {}},
+                                         {"db.t": files("/etc/passwd")}))
+        await coordinator.run_round("interval")
+        assert "not under the table" in channel.of(Verdict)[0].rejected["bad"] and tables.files == {}
+    run(go())
+
+
+def test_a_newer_epoch_makes_the_coordinator_step_down() -> None:
+    async def go() -> None:
+        coordinator, channel, _ = _coordinator()
+        await coordinator.receive(Start("c", "r9", 2))
+        assert not coordinator.leader
+        await coordinator.run_round("interval")
+        assert channel.sent == []
+    run(go())
+
+
+def test_rounds_come_once_per_interval_counted_from_each_start() -> None:
+    async def go() -> None:
+        now = [0.0]
+        coordinator = Coordinator("c", "m", FakeChannel(), FakeTables(), metrics(), interval_s=10.0, timeout_s=1.0,
+                                  clock=lambda: now[0])
+        coordinator.on_assignment(True, 1, frozenset({TP0}))
+        deadlines: list[float] = []
+
+        async def wait_until(deadline: float) -> None:  # the clock jumps to the deadline at once
+            deadlines.append(deadline)
+            if len(deadlines) > 3:
+                raise asyncio.CancelledError
+            now[0] = max(now[0], deadline)
+
+        async def four_second_round(reason: str) -> None:
+            now[0] += 4.0
+
+        coordinator._wait_until = wait_until  # type: ignore[method-assign]
+        coordinator.run_round = four_second_round  # type: ignore[method-assign]
+        task = asyncio.create_task(coordinator.run())
+        await asyncio.gather(task, return_exceptions=True)
+        # Not 10, 24, 38: a round's own time does not push the next one back.
+        assert deadlines == [10.0, 20.0, 30.0, 40.0]
+    run(go())

@@ -1,0 +1,65 @@
+"""The member: epochs checked against the group's generation, and dead tasks never silent."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tabletopic.commit.channel import Channel
+from tabletopic.commit.events import Answer, Start
+from tabletopic.commit.member import Member
+from tests.unit.fakes import TP0, TP1, FakeSink, FakeTables, metrics, run, settle
+
+
+def _member() -> tuple[Member, list[Answer]]:
+    channel = Channel(["127.0.0.1:1"], "control", "c")
+    sent: list[Answer] = []
+
+    async def send(message: Answer) -> None:
+        sent.append(message)
+
+    channel.send = send  # type: ignore[method-assign]
+    member = Member("c", channel, FakeSink([TP0]), FakeTables(), metrics(), interval_s=3600, timeout_s=30,
+                    stall_intervals=3)
+    member.on_assignment({TP0}, {TP0, TP1}, generation=4)
+    return member, sent
+
+
+def test_a_start_claiming_a_generation_the_group_never_had_is_ignored() -> None:
+    async def go() -> None:
+        member, sent = _member()
+        dispatch = asyncio.create_task(member._dispatch())
+        member.channel.messages.put_nowait(Start("c", "forged", 2**31 - 1))
+        await settle()
+        assert member.coordinator.leader and member.worker.max_epoch == -1 and sent == []
+        member.channel.messages.put_nowait(Start("c", "real", 4))  # the real coordinator is still answered
+        await settle()
+        assert [a.commit_id for a in sent] == ["real"]
+        dispatch.cancel()
+    run(go())
+
+
+def test_a_dead_task_fails_the_member() -> None:
+    async def go() -> None:
+        member, _ = _member()
+        member.error_future = asyncio.get_running_loop().create_future()
+
+        async def boom() -> None:
+            raise RuntimeError("reader died")
+
+        task = asyncio.create_task(boom())
+        task.add_done_callback(member._on_task_done)
+        with pytest.raises(RuntimeError, match="reader died"):
+            await member.error_future
+        assert member.failed
+    run(go())
+
+
+def test_an_answer_without_a_verdict_for_too_long_makes_the_member_unready() -> None:
+    member, _ = _member()
+    assert member.health() == (True, "ok")
+    member.worker.in_flight = object()  # type: ignore[assignment]
+    member.worker._waiting_since -= 3 * 3600 + 31
+    ok, why = member.health()
+    assert not ok and "no verdict" in why
