@@ -6,8 +6,10 @@ awaits them in :meth:`stop`, and :attr:`error_future` fails if any of them dies,
 the daemon stops instead of timing rounds out for ever.
 
 Every message's epoch is checked against the consumer group generation this member
-got from the broker: a message that claims a generation the group has not reached
-is ignored, so a forged ``start`` with a huge epoch cannot unseat the coordinator.
+got from the broker.  A message that claims a generation this member has not reached
+is held (a few at most) until it does: a real coordinator may start a round a moment
+before this member finishes the same rebalance.  A forged ``start`` with a huge epoch
+is never reached, ages out of the hold, and cannot unseat the coordinator.
 The protocol is in ``docs/design/exactly-once.md``.
 """
 
@@ -16,17 +18,19 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterable
 
 import structlog
 
 from tabletopic.commit.channel import Channel
 from tabletopic.commit.coordinator import Coordinator, CoordinatorTables
-from tabletopic.commit.events import TopicPartition
+from tabletopic.commit.events import Message, TopicPartition
 from tabletopic.commit.worker import Worker, WorkerSink
 from tabletopic.ops.metrics import SinkMetrics
 
 log = structlog.get_logger(__name__)
+_HELD = 16
 
 
 class Member:
@@ -44,6 +48,7 @@ class Member:
         self.generation = -1
         self._log = log.bind(connector=connector, member=self.id)
         self._untrusted_logged = False
+        self._held: deque[Message] = deque(maxlen=_HELD)  # messages from a generation not reached yet
         self._tasks: list[asyncio.Task[None]] = []
         self.error_future: asyncio.Future[None] | None = None
 
@@ -83,6 +88,10 @@ class Member:
                       generation: int) -> None:
         """Coordinate while this member owns the first partition of the connector's topics."""
         self.generation = generation
+        ready = [m for m in self._held if m.epoch <= generation]
+        for message in ready:
+            self._held.remove(message)
+            self.channel.messages.put_nowait(message)
         first = min(everything) if everything else None
         self.coordinator.on_assignment(first is not None and first in set(assigned), generation,
                                        frozenset(everything))
@@ -92,12 +101,13 @@ class Member:
         while True:
             message = await self.channel.messages.get()
             if message.epoch > self.generation:
+                self._held.append(message)
                 self._metrics.control_messages_skipped.inc()
                 if not self._untrusted_logged:  # once: a flood must not flood the log too
                     self._untrusted_logged = True
-                    self._log.warning("ignored a control message claiming a generation this group has not "
-                                      "reached", epoch=message.epoch, generation=self.generation,
-                                      type=type(message).__name__)
+                    self._log.warning("held a control message claiming a generation this member has not reached; "
+                                      "it counts once the member gets there", epoch=message.epoch,
+                                      generation=self.generation, type=type(message).__name__)
                 continue
             await self.coordinator.receive(message)
             await self.worker.receive(message)

@@ -36,6 +36,13 @@ def test_a_start_claiming_a_generation_the_group_never_had_is_ignored() -> None:
         member.channel.messages.put_nowait(Start("c", "real", 4))  # the real coordinator is still answered
         await settle()
         assert [a.commit_id for a in sent] == ["real"]
+        # A round of the next generation, seen before this member's own rebalance ends, waits for it.
+        member.channel.messages.put_nowait(Start("c", "next", 5))
+        await settle()
+        assert [a.commit_id for a in sent] == ["real"]
+        member.on_assignment({TP0}, {TP0, TP1}, generation=5)
+        await settle()
+        assert [a.commit_id for a in sent] == ["real", "next"]
         dispatch.cancel()
     run(go())
 

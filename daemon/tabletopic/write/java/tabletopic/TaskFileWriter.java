@@ -6,6 +6,7 @@ import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Iterator;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.iceberg.ContentFile;
@@ -35,9 +36,15 @@ import org.apache.spark.sql.types.StructType;
  * <p>Data rows go to data files; key rows go to equality-delete files. Files roll at the table's
  * target size and fan out by partition. Nothing is committed here: the files travel back to the
  * driver, which commits them together with the source offsets in one snapshot.
+ *
+ * <p>Each open Parquet writer holds page buffers for every column, so a table with thousands of
+ * partitions (say {@code bucket(id, 2000)}) cannot have a writer open per partition: that ran a
+ * 1 GB driver out of heap. At most {@link #MAX_OPEN_WRITERS} are open; rows of further partitions
+ * wait as compact row copies and are written one partition at a time once the input ends.
  */
 final class TaskFileWriter implements FlatMapFunction<Iterator<InternalRow>, ContentFile<?>>, Serializable {
   private static final long serialVersionUID = 1L;
+  static final int MAX_OPEN_WRITERS = 32;
 
   private final Broadcast<Table> table;
   private final StructType sparkSchema;
@@ -84,6 +91,7 @@ final class TaskFileWriter implements FlatMapFunction<Iterator<InternalRow>, Con
 
     List<ContentFile<?>> written = new ArrayList<>();
     Map<PartitionKey, FileWriter<InternalRow, ?>> open = new HashMap<>();
+    Map<PartitionKey, List<InternalRow>> waiting = new LinkedHashMap<>();
     PartitionKey key = new PartitionKey(spec, rowSchema);
     SparkRowPartition view = new SparkRowPartition(sparkSchema, rowSchema.asStruct());
     try {
@@ -92,18 +100,41 @@ final class TaskFileWriter implements FlatMapFunction<Iterator<InternalRow>, Con
         key.partition(view.wrap(row));
         FileWriter<InternalRow, ?> writer = open.get(key);
         if (writer == null) {
+          List<InternalRow> queued = waiting.get(key);
+          if (queued != null || open.size() >= MAX_OPEN_WRITERS) {
+            if (queued == null) {
+              queued = new ArrayList<>();
+              waiting.put(key.copy(), queued);
+            }
+            queued.add(row.copy()); // the input iterator reuses its row object
+            continue;
+          }
           PartitionKey copy = key.copy();
           writer = newWriter(tbl, spec, files, copy);
           open.put(copy, writer);
         }
         writer.write(row);
         if (writer.length() >= targetSize) {
-          PartitionKey owner = key.copy();
-          written.add(close(open.remove(owner)));
+          written.add(close(open.remove(key.copy())));
         }
       }
       for (FileWriter<InternalRow, ?> writer : open.values()) {
         written.add(close(writer));
+      }
+      open.clear();
+      for (Map.Entry<PartitionKey, List<InternalRow>> entry : waiting.entrySet()) {
+        FileWriter<InternalRow, ?> writer = newWriter(tbl, spec, files, entry.getKey());
+        open.put(entry.getKey(), writer);
+        for (InternalRow row : entry.getValue()) {
+          writer.write(row);
+          if (writer.length() >= targetSize) {
+            written.add(close(open.remove(entry.getKey())));
+            writer = newWriter(tbl, spec, files, entry.getKey());
+            open.put(entry.getKey(), writer);
+          }
+        }
+        written.add(close(open.remove(entry.getKey())));
+        entry.getValue().clear();
       }
     } catch (RuntimeException | IOException e) {
       for (FileWriter<InternalRow, ?> writer : open.values()) {
