@@ -93,9 +93,9 @@ def _key_rows(keys: dict[str, Key]) -> list[str]:
 
 
 def cmd_keys(_: argparse.Namespace) -> int:
-    print("### Connector keys\n")
+    print("## Connector keys\n")
     print("\n".join(_key_rows(CONNECTOR_KEYS)))
-    print("\n### Worker keys\n")
+    print("\n## Worker keys\n")
     print("\n".join(_key_rows(WORKER_KEYS)))
     return 0
 

@@ -108,11 +108,12 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
     Key("iceberg.control.group-id-prefix", KeyType.STRING, "cg-control-",
         "Accepted for compatibility; members read the control topic without a consumer group."),
     Key("iceberg.control.commit.interval-ms", KeyType.INT, 300_000,
-        "Time between commit barriers: each barrier makes one snapshot per table that has new data.", minimum=1),
+        "Time between commit rounds, from the start of one to the next: each round makes one snapshot per "
+        "table that has new data.", minimum=1),
     Key("iceberg.control.commit.timeout-ms", KeyType.INT, 30_000,
         "How long the coordinator waits for every partition's answer; it then commits what arrived, and "
-        "late answers wait for the next barrier. Also bounds one table commit.", minimum=1),
-    Key("iceberg.control.commit.threads", KeyType.INT, 2, "Tables committed in parallel at a barrier.", minimum=1),
+        "late answers wait for the next round. Also bounds one table commit.", minimum=1),
+    Key("iceberg.control.commit.threads", KeyType.INT, 2, "Tables committed in parallel in a round.", minimum=1),
     Key("tabletopic.commit.stall-intervals", KeyType.INT, 3,
         "/ready answers 503 (and tabletopic_commit_stalled_seconds rises) once no round has committed, or this "
         "worker's answer has had no verdict, for this many intervals plus the commit timeout.", minimum=1),
