@@ -26,6 +26,7 @@ import urllib.request
 import fastavro
 
 from tabletopic.demo.broker import EmbeddedBroker
+from tabletopic.kafka_clients import KafkaClients
 from tabletopic.registry.service import SchemaRegistryService
 from tabletopic_plugins.converters.avro_converter import AvroConverter
 
@@ -69,8 +70,8 @@ def main() -> None:
     args = parser.parse_args()
 
     with EmbeddedBroker() as broker:
-        registry = SchemaRegistryService("http://127.0.0.1:0", [broker.bootstrap_servers], "_bench_schemas",
-                                         "BACKWARD")
+        clients = KafkaClients([broker.bootstrap_servers], {})
+        registry = SchemaRegistryService("http://127.0.0.1:0", clients, "_bench_schemas", "BACKWARD")
         registry.start()
         try:
             schema_id = register(registry.url)

@@ -177,10 +177,21 @@ def test_worker_listener_malformed() -> None:
     assert "listeners=" in str(err.value) and "http://HOST:PORT" in str(err.value)
 
 
-def test_kafka_security_settings_are_refused_not_ignored() -> None:
+def test_kafka_security_settings_are_checked_and_secrets_never_echoed() -> None:
+    secret = "s3cr3t-Jaas-pw"
     with pytest.raises(ConfigError) as err:
-        parse_worker({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"})
-    assert "security.protocol='SASL_SSL'" in str(err.value) and "PLAINTEXT" in str(err.value)
+        parse_worker({"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI",
+                      "sasl.jaas.config": f'x required username="u" password="{secret}";'})
+    assert "GSSAPI is not supported" in str(err.value) and secret not in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        parse_worker({"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                      "sasl.jaas.config": f'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                                          f'username="u" password="{secret}";'})
+    assert "needs ScramLoginModule" in str(err.value) and secret not in str(err.value)
+    config = parse_worker({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+                           "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                               f'username="u" password="{secret}";'})
+    assert config.raw["security.protocol"] == "SASL_PLAINTEXT"
 
 
 def test_default_catalog_is_a_local_hadoop_warehouse() -> None:

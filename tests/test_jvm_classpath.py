@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tabletopic import exit_codes
 from tabletopic.write.jar_relocation import Relocation, relocate_class
 from tabletopic.write.jvm_classpath import JavaNotFoundError, build_classpath, find_java
 
@@ -66,5 +67,5 @@ def test_standalone_without_java_exits_with_that_message(tmp_path: Path) -> None
     env = {**os.environ, "PATH": str(Path(sys.executable).parent), "JAVA_HOME": ""}
     proc = subprocess.run([sys.executable, "-m", "tabletopic.cli", "standalone", str(worker), str(connector)],
                           capture_output=True, text=True, env=env, timeout=120)
-    assert proc.returncode == 2
+    assert proc.returncode == exit_codes.CONFIG
     assert "needs a Java 17 JDK" in proc.stderr

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tabletopic import exit_codes
 from tabletopic.commit.table_committer import TableCommitter
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
@@ -39,7 +40,7 @@ def _connector(topic: str, table: str, warehouse: Warehouse, **extra: Any) -> di
 
 def test_unreachable_broker_is_a_clear_error(warehouse: Warehouse, tmp_path: Path) -> None:
     daemon = DaemonProcess(tmp_path, worker_props("127.0.0.1:1"), [_connector("t", "db.t", warehouse)]).start()
-    assert daemon.wait(timeout=120) == 2
+    assert daemon.wait(timeout=120) == exit_codes.UNAVAILABLE  # may come back: restarted
     assert "cannot reach Kafka; check bootstrap.servers" in daemon.output()
     assert "Traceback" not in daemon.output()
 
@@ -49,7 +50,7 @@ def test_unreachable_catalog_is_a_clear_error(bootstrap: str, tmp_path: Path) ->
                  "iceberg.catalog.warehouse": "hdfs://127.0.0.1:1/warehouse",
                  "iceberg.hadoop.ipc.client.connect.max.retries": "0"}
     daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
-    assert daemon.wait(timeout=120) == 2
+    assert daemon.wait(timeout=120) == exit_codes.UNAVAILABLE
     output = daemon.output()
     assert "the Iceberg catalog 'iceberg' is not reachable" in output
     assert "Connection refused" in output and "check iceberg.catalog.*" in output

@@ -13,6 +13,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from tabletopic.kafka_clients import KafkaClients
 from tabletopic.registry.service import SchemaRegistryService
 from tabletopic_plugins.converters.avro_converter import AvroConverter
 from tests.support import unique
@@ -31,7 +32,7 @@ OPTIONAL_NOTE = _field("note", ["null", "string"], default=None)
 
 @pytest.fixture
 def registry(bootstrap: str) -> Iterator[SchemaRegistryService]:
-    service = SchemaRegistryService("http://127.0.0.1:0", [bootstrap], unique("_schemas"), "BACKWARD")
+    service = SchemaRegistryService("http://127.0.0.1:0", KafkaClients([bootstrap], {}), unique("_schemas"), "BACKWARD")
     service.start()
     yield service
     service.stop()
@@ -166,8 +167,8 @@ def test_references_and_the_avro_converter(registry: SchemaRegistryService) -> N
 
 def test_schemas_survive_a_restart_and_two_registries_share_one_topic(bootstrap: str) -> None:
     topic = unique("_schemas")
-    one = SchemaRegistryService("http://127.0.0.1:0", [bootstrap], topic, "BACKWARD")
-    two = SchemaRegistryService("http://127.0.0.1:0", [bootstrap], topic, "BACKWARD")
+    one = SchemaRegistryService("http://127.0.0.1:0", KafkaClients([bootstrap], {}), topic, "BACKWARD")
+    two = SchemaRegistryService("http://127.0.0.1:0", KafkaClients([bootstrap], {}), topic, "BACKWARD")
     one.start()
     two.start()
     try:
@@ -198,7 +199,7 @@ def test_schemas_survive_a_restart_and_two_registries_share_one_topic(bootstrap:
     finally:
         one.stop()
         two.stop()
-    again = SchemaRegistryService("http://127.0.0.1:0", [bootstrap], topic, "BACKWARD")
+    again = SchemaRegistryService("http://127.0.0.1:0", KafkaClients([bootstrap], {}), topic, "BACKWARD")
     again.start()
     try:
         client = _client(again)

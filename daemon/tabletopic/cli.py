@@ -13,6 +13,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
+from tabletopic import exit_codes
 from tabletopic.config.connector import CONNECTOR_KEYS, ConnectorConfig, parse_connector
 from tabletopic.config.definition import ConfigError, Key, KeyType, Problem
 from tabletopic.config.files import load_config_file
@@ -34,9 +35,9 @@ def cmd_standalone(args: argparse.Namespace) -> int:
         worker, connectors = _load(args.worker, args.connectors)
     except ConfigError as exc:
         print(f"tabletopic: {exc}", file=sys.stderr)
-        return 2
+        return exit_codes.CONFIG
     from tabletopic.ops.logging_setup import configure_logging
-    configure_logging(worker.log_level, worker.log_format)
+    configure_logging(worker.log_level, worker.log_format, worker.scrubber)
     import structlog
     for warning in [*worker.warnings, *(w for c in connectors for w in c.warnings)]:
         structlog.get_logger("tabletopic.config").warning(warning)
@@ -45,7 +46,7 @@ def cmd_standalone(args: argparse.Namespace) -> int:
         build_classpath()
     except JavaNotFoundError as exc:
         print(f"tabletopic: {exc}", file=sys.stderr)
-        return 2
+        return exit_codes.CONFIG
     from tabletopic.standalone import Standalone
 
     async def main() -> int:

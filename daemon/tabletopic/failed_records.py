@@ -21,6 +21,7 @@ from aiokafka import AIOKafkaProducer
 
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.convert.records import RawRecords
+from tabletopic.kafka_clients import KafkaClients
 from tabletopic.ops.metrics import SinkMetrics
 
 log = structlog.get_logger(__name__)
@@ -48,10 +49,10 @@ class RecordFailed(RuntimeError):
 
 
 class FailedRecords:
-    def __init__(self, config: ConnectorConfig, metrics: SinkMetrics, bootstrap_servers: list[str]) -> None:
+    def __init__(self, config: ConnectorConfig, metrics: SinkMetrics, clients: KafkaClients) -> None:
         self._config = config
         self._metrics = metrics
-        self._bootstrap = bootstrap_servers
+        self._clients = clients
         self._producer: AIOKafkaProducer | None = None
 
     @property
@@ -62,8 +63,7 @@ class FailedRecords:
         if self.tolerant and self._config.dlq_topic:
             # Not idempotent: some brokers reject InitProducerId, and a duplicate in the DLQ is harmless
             # next to a lost record.
-            self._producer = AIOKafkaProducer(bootstrap_servers=",".join(self._bootstrap), acks="all",
-                                              enable_idempotence=False, linger_ms=5)
+            self._producer = self._clients.producer(acks="all", enable_idempotence=False, linger_ms=5)
             await self._producer.start()
 
     async def stop(self) -> None:

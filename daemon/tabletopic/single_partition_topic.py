@@ -10,18 +10,20 @@ import asyncio
 import contextlib
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+
+from tabletopic.kafka_clients import KafkaClients
 
 _STOP_TIMEOUT_S = 10.0
 
 
 class SinglePartitionTopic:
-    def __init__(self, bootstrap: list[str], topic: str, configs: dict[str, str] | None = None,
+    def __init__(self, clients: KafkaClients, topic: str, configs: dict[str, str] | None = None,
                  max_bytes: int | None = None) -> None:
         self.topic = topic
         self.tp = TopicPartition(topic, 0)
-        self._bootstrap = bootstrap
+        self._clients = clients
         self._configs = configs or {}
         self._max_bytes = max_bytes  # the largest message sent or read, when above the clients' defaults
         self._producer: AIOKafkaProducer | None = None
@@ -39,7 +41,7 @@ class SinglePartitionTopic:
 
     async def open(self, from_end: bool) -> None:
         """Create the topic if missing; read it from its beginning, or from its end as it is now."""
-        admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap)
+        admin = self._clients.admin()
         await admin.start()
         try:
             with contextlib.suppress(TopicAlreadyExistsError):
@@ -48,13 +50,12 @@ class SinglePartitionTopic:
             await admin.close()
         sizes = {} if self._max_bytes is None else {"fetch_max_bytes": self._max_bytes,
                                                     "max_partition_fetch_bytes": self._max_bytes}
-        self._producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, acks="all", linger_ms=0,
-                                          **({} if self._max_bytes is None else
-                                             {"max_request_size": self._max_bytes}))
+        self._producer = self._clients.producer(acks="all", linger_ms=0,
+                                                **({} if self._max_bytes is None else
+                                                   {"max_request_size": self._max_bytes}))
         await self._producer.start()
-        self._consumer = AIOKafkaConsumer(bootstrap_servers=self._bootstrap, enable_auto_commit=False,
-                                          group_id=None, auto_offset_reset="latest" if from_end else "earliest",
-                                          **sizes)
+        self._consumer = self._clients.consumer(enable_auto_commit=False, group_id=None,
+                                                auto_offset_reset="latest" if from_end else "earliest", **sizes)
         await self._consumer.start()
         self._consumer.assign([self.tp])
         if from_end:

@@ -25,12 +25,12 @@ from tabletopic.commit.table_commits import TableCommits
 from tabletopic.commit.table_committer import TableCommitter
 from tabletopic.commit.worker import WriteResult
 from tabletopic.config.connector import ConnectorConfig
-from tabletopic.config.worker import WorkerConfig
 from tabletopic.convert.change_kind import ChangeKinds
 from tabletopic.convert.converter import Converter, load_converter
 from tabletopic.convert.key_rows import tombstone_deletes
 from tabletopic.convert.records import RawRecords, SinkRecords
 from tabletopic.failed_records import FailedRecords, RecordFailure
+from tabletopic.kafka_clients import KafkaClients
 from tabletopic.ops.metrics import SinkMetrics
 from tabletopic.route.router import Router
 from tabletopic.transform.chain import TransformChain, TransformError
@@ -48,7 +48,7 @@ GroupOffsets = Callable[[list[TopicPartition]], Awaitable[dict[TopicPartition, i
 
 
 class SinkTask:
-    def __init__(self, config: ConnectorConfig, worker_config: WorkerConfig, spark: SparkRuntime,
+    def __init__(self, config: ConnectorConfig, clients: KafkaClients, spark: SparkRuntime,
                  metrics: SinkMetrics) -> None:
         self.config = config
         self.metrics = metrics
@@ -71,7 +71,7 @@ class SinkTask:
         self.ledger = PartitionLedger(self._read_recorded)
         self.writer = SinkWriter(self.tables, FileWriter(spark, config.write_props), metrics,
                                  config.buffer_flush_bytes, config.case_insensitive, self.ledger, config.evolve_schema)
-        self.failed = FailedRecords(config, metrics, worker_config.bootstrap_servers)
+        self.failed = FailedRecords(config, metrics, clients)
         self.assigned: set[TopicPartition] = set()
         self._write_lock = asyncio.Lock()
         self._group_commit: GroupCommit | None = None

@@ -16,11 +16,14 @@ from dataclasses import dataclass
 import structlog
 from aiokafka.errors import KafkaError
 
+from tabletopic import exit_codes
 from tabletopic.commit.channel import Channel
 from tabletopic.commit.member import Member
 from tabletopic.config.connector import ConnectorConfig
+from tabletopic.config.secrets import redact
 from tabletopic.config.worker import WorkerConfig
 from tabletopic.consume.agent import FaustConsumer
+from tabletopic.kafka_clients import KafkaAccessError, KafkaClients, KafkaUnavailable
 from tabletopic.ops.http_server import ConnectorView, HttpServer
 from tabletopic.ops.metrics import SinkMetrics, new_registry
 from tabletopic.registry.service import RegistryStartError, SchemaRegistryService
@@ -67,8 +70,9 @@ class Standalone:
         self._configs = connectors
         self.http: HttpServer | None = None
         self.schema_registry: SchemaRegistryService | None = None
+        self.kafka = KafkaClients(worker.bootstrap_servers, worker.raw)
         if worker.registry_listeners:
-            self.schema_registry = SchemaRegistryService(worker.registry_listeners[0], worker.bootstrap_servers,
+            self.schema_registry = SchemaRegistryService(worker.registry_listeners[0], self.kafka,
                                                          worker.registry_topic, worker.registry_compatibility)
         self.stop_requested = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -82,26 +86,31 @@ class Standalone:
         await asyncio.to_thread(lambda: self.spark.session)
         for config in self._configs:
             metrics = SinkMetrics(self.registry, config.name)
-            task = await asyncio.to_thread(SinkTask, config, self.worker, self.spark, metrics)
+            clients = self.kafka.for_connector(config.consumer_overrides, config.producer_overrides)
+            task = await asyncio.to_thread(SinkTask, config, clients, self.spark, metrics)
             await asyncio.to_thread(_check_catalog, task)
-            channel = Channel(self.worker.bootstrap_servers, config.control_topic, config.name,
+            channel = Channel(clients, config.control_topic, config.name,
                               on_skipped=metrics.control_messages_skipped.inc)
             member = Member(config.name, channel, task, task.table_commits, metrics, config.commit_interval_ms / 1000,
                             config.commit_timeout_ms / 1000, config.commit_stall_intervals)
-            self.connectors.append(_Connector(config, task, FaustConsumer(config, self.worker, task, member), member))
+            consumer = FaustConsumer(config, self.worker, clients, task, member)
+            self.connectors.append(_Connector(config, task, consumer, member))
 
     async def run(self) -> int:
         """Run until stop_requested is set or a connector fails; return the exit code."""
+        code = await self._check_kafka()
+        if code is not None:
+            return code
         try:
             await self._build()
         except (TableError, StartupError) as exc:
             log.error("cannot start", error=str(exc))
             if self.schema_registry is not None:
                 await asyncio.to_thread(self.schema_registry.stop)
-            return 2
+            return exit_codes.CONFIG if isinstance(exc, TableError) else exit_codes.UNAVAILABLE
         if self.worker.listeners:
             self.http = HttpServer(self.worker.listeners[0], self.registry, [
-                ConnectorView(c.config.name, c.config.raw, _status(c), c.ready) for c in self.connectors])
+                ConnectorView(c.config.name, redact(c.config.written), _status(c), c.ready) for c in self.connectors])
             await self.http.start()
             log.info("listening", url=f"http://{self.http.host}:{self.http.port}")
         for c in self.connectors:
@@ -113,8 +122,8 @@ class Standalone:
                 log.error("cannot reach Kafka; check bootstrap.servers and that the brokers are up",
                           connector=c.config.name, bootstrap_servers=",".join(self.worker.bootstrap_servers),
                           error=str(exc))
-                await self.shutdown(exit_code=2)
-                return 2
+                await self.shutdown(exit_code=exit_codes.UNAVAILABLE)
+                return exit_codes.UNAVAILABLE
             log.info("connector started", connector=c.config.name, group=c.config.group_id,
                      interval_ms=c.config.commit_interval_ms)
         # Every connector's background work is watched: a dead consumer, control reader or round loop
@@ -132,6 +141,26 @@ class Standalone:
         for f in [stop, *failed]:
             f.cancel()
         return await self.shutdown(exit_code=code)
+
+    async def _check_kafka(self) -> int | None:
+        """Before anything slow starts: can every client log in? None if so, else the exit code."""
+        checks = {self.kafka.describe(): (self.kafka, "admin")}
+        for config in self._configs:
+            clients = self.kafka.for_connector(config.consumer_overrides, config.producer_overrides)
+            for role in ("consumer", "producer"):
+                checks.setdefault(clients.describe(role), (clients, role))
+        for where, (clients, role) in checks.items():
+            try:
+                await clients.probe(role)
+            except KafkaAccessError as exc:
+                log.error("the Kafka brokers refuse this configuration; fix it, a restart will not help",
+                          error=str(exc))
+                return exit_codes.CONFIG
+            except KafkaUnavailable as exc:
+                log.error("cannot reach Kafka; check bootstrap.servers and that the brokers are up", kafka=where,
+                          error=str(exc))
+                return exit_codes.UNAVAILABLE
+        return None
 
     async def shutdown(self, exit_code: int = 0) -> int:
         code = exit_code

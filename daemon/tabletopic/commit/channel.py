@@ -22,6 +22,7 @@ import structlog
 from aiokafka.errors import KafkaError
 
 from tabletopic.commit.events import DEFAULT_MAX_BYTES, Fragment, Message, MessageError, Reassembly, decode, encode
+from tabletopic.kafka_clients import KafkaClients
 from tabletopic.single_partition_topic import SinglePartitionTopic
 
 log = structlog.get_logger(__name__)
@@ -30,14 +31,14 @@ _SEND_BACKOFF_S = 0.5
 
 
 class Channel:
-    def __init__(self, bootstrap: list[str], topic: str, connector: str,
+    def __init__(self, clients: KafkaClients, topic: str, connector: str,
                  on_skipped: Callable[[], None] = lambda: None, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.topic = topic
         self.connector = connector
         self._max_bytes = max_bytes
         self._on_skipped = on_skipped
         # Reads allow more than one fragment, in case another writer's records are larger.
-        self._topic = SinglePartitionTopic(bootstrap, topic, max_bytes=max(max_bytes * 2, 1024 * 1024))
+        self._topic = SinglePartitionTopic(clients, topic, max_bytes=max(max_bytes * 2, 1024 * 1024))
         self._reader: asyncio.Task[None] | None = None
         self._fragments = Reassembly()
         self.messages: asyncio.Queue[Message] = asyncio.Queue()

@@ -24,6 +24,7 @@ from tabletopic.config.definition import (
 )
 from tabletopic.config.partition_by import PartitionField, parse_partition_by
 from tabletopic.config.worker import WorkerConfig, builtin_registry_url
+from tabletopic.kafka_clients import KafkaClients, security_problem
 
 CONNECTOR_CLASSES = (
     "org.apache.iceberg.connect.IcebergSinkConnector",
@@ -37,6 +38,7 @@ AUTO_CREATE_PREFIX = "iceberg.tables.auto-create-props."
 WRITE_PREFIX = "iceberg.tables.write-props."
 KAFKA_PREFIX = "iceberg.kafka."
 CONSUMER_OVERRIDE_PREFIX = "consumer.override."
+PRODUCER_OVERRIDE_PREFIX = "producer.override."
 TABLE_KEYS = ("route-regex", "id-columns", "partition-by", "commit-branch")
 CONVERTER_GROUP = "tabletopic.converters"
 # Converters that read schema ids: they need schema.registry.url, or the worker's built-in registry.
@@ -140,6 +142,10 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
     Key(WRITE_PREFIX + "*", KeyType.PREFIX, None, "Write properties (e.g. write.parquet.compression-codec)."),
     Key(HADOOP_PREFIX + "*", KeyType.PREFIX, None, "Hadoop configuration for the catalog (hadoop.* catalog props)."),
     Key(KAFKA_PREFIX + "*", KeyType.PREFIX, None, "Consumer properties for this connector, as consumer.override.*."),
+    Key(CONSUMER_OVERRIDE_PREFIX + "*", KeyType.PREFIX, None,
+        "This connector's consumer properties; they win over the worker's (security.*, ssl.*, sasl.* included)."),
+    Key(PRODUCER_OVERRIDE_PREFIX + "*", KeyType.PREFIX, None,
+        "This connector's producer properties (dead-letter and control topics); they win over the worker's."),
 )
 
 
@@ -198,7 +204,9 @@ class ConnectorConfig:
     buffer_max_bytes: int
     offsets_refresh_barriers: int
     consumer_overrides: dict[str, str]
-    raw: dict[str, str]
+    producer_overrides: dict[str, str]
+    raw: dict[str, str]  # resolved: config provider placeholders replaced; holds secrets
+    written: dict[str, str]  # as written, placeholders kept: what may be shown
     warnings: list[str] = field(default_factory=list)
     _tables: dict[str, TableConfig] = field(default_factory=dict, repr=False)
 
@@ -269,7 +277,8 @@ def _catalog_props(props: Mapping[str, str]) -> dict[str, str]:
 
 
 def _check_unknown(props: Mapping[str, str], out: Parsed) -> None:
-    prefixes = (CATALOG_PREFIX, HADOOP_PREFIX, AUTO_CREATE_PREFIX, WRITE_PREFIX, KAFKA_PREFIX)
+    prefixes = (CATALOG_PREFIX, HADOOP_PREFIX, AUTO_CREATE_PREFIX, WRITE_PREFIX, KAFKA_PREFIX,
+                CONSUMER_OVERRIDE_PREFIX, PRODUCER_OVERRIDE_PREFIX)
     for key in props:
         if key in CONNECTOR_KEYS or key.startswith(prefixes):
             continue
@@ -318,8 +327,10 @@ def _check_tables(values: dict[str, Any], props: Mapping[str, str], out: Parsed)
 
 def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> ConnectorConfig:
     """Validate a connector configuration; raise ConfigError listing every problem."""
-    props = {str(k): str(v) if not isinstance(v, str) else v for k, v in props.items() if v is not None}
+    written = {str(k): str(v) if not isinstance(v, str) else v for k, v in props.items() if v is not None}
     out = Parsed()
+    props = worker.providers.resolve(written, out.problems)
+    worker.scrubber.learn(props)
     parse_keys(CONNECTOR_KEYS, props, out)
     values = out.values
     if bool(values["topics"]) == bool(values["topics.regex"]):
@@ -333,10 +344,12 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
     value_conv = _plugin(props, "value.converter", worker.value_converter, worker, out)
     transforms = _transforms(props, values["transforms"], out)
     overrides = {**prefixed(props, KAFKA_PREFIX), **prefixed(props, CONSUMER_OVERRIDE_PREFIX)}
-    for key, value in overrides.items():
-        if key.startswith(("security.", "sasl.", "ssl.")) and value != "PLAINTEXT":
-            out.problems.append(Problem(CONSUMER_OVERRIDE_PREFIX + key, value, "Kafka TLS/SASL settings are not "
-                                        "supported yet; tabletopic connects over PLAINTEXT only"))
+    producer_overrides = prefixed(props, PRODUCER_OVERRIDE_PREFIX)
+    clients = KafkaClients(worker.bootstrap_servers, worker.raw).for_connector(overrides, producer_overrides)
+    for role in ("consumer", "producer"):
+        why = security_problem(clients.props(role))
+        if why is not None:
+            out.problems.append(Problem(f"{role}.override security", None, why))
     if out.problems:
         raise ConfigError(out.problems, f"connector {props.get('name', '<unnamed>')!r}")
     return ConnectorConfig(
@@ -375,6 +388,8 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
         buffer_max_bytes=values["tabletopic.buffer.max-bytes"],
         offsets_refresh_barriers=values["tabletopic.offsets.refresh-barriers"],
         consumer_overrides=overrides,
+        producer_overrides=producer_overrides,
         raw=props,
+        written=written,
         warnings=out.warnings,
     )

@@ -3,7 +3,7 @@
 Both the connector and the worker configuration are declared here as tables of
 :class:`Key`.  Parsing collects every problem instead of stopping at the first,
 so ``tabletopic validate`` can list them all.  The README's key reference is
-generated from these tables (``tabletopic keys``), so the docs cannot drift.
+generated from these tables (``tabletopic keys``, into docs/configuration.md), so the docs cannot drift.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from tabletopic.config.secrets import shown
+
 
 class KeyType(Enum):
     STRING = "string"
@@ -23,6 +25,7 @@ class KeyType(Enum):
     LIST = "list"
     REGEX = "regex"
     PREFIX = "prefix"  # a family of keys, e.g. iceberg.catalog.*
+    PASSWORD = "password"  # a string never shown (see config/secrets.py)
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,8 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        shown = "" if self.value is None else f"={self.value!r}"
-        return f"{self.key}{shown}: {self.message}"
+        value = "" if self.value is None else f"={shown(self.key, self.value)!r}"
+        return f"{self.key}{value}: {self.message}"
 
 
 class ConfigError(ValueError):

@@ -8,6 +8,9 @@ from typing import Any
 from urllib.parse import urlparse
 
 from tabletopic.config.definition import ConfigError, Key, KeyType, Parsed, Problem, parse_keys, prefixed
+from tabletopic.config.providers import Providers
+from tabletopic.config.secrets import Scrubber
+from tabletopic.kafka_clients import ROLES, security_problem
 from tabletopic.registry.avro_compatibility import LEVELS
 
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
@@ -77,8 +80,33 @@ WORKER_KEYS: dict[str, Key] = {k.name: k for k in (
     Key("schema.registry.compatibility", KeyType.STRING, "BACKWARD",
         "The built-in registry's default compatibility level, until PUT /config changes it.",
         allowed=LEVELS),
+    Key("security.protocol", KeyType.STRING, "PLAINTEXT", "How every Kafka client connects.",
+        allowed=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    Key("ssl.truststore.location", KeyType.STRING, None,
+        "CA certificates that sign the brokers' certificates (PEM or PKCS12). Unset: the system's."),
+    Key("ssl.truststore.type", KeyType.STRING, None, "PEM, PKCS12 (JKS must be converted); unset: from the suffix."),
+    Key("ssl.truststore.password", KeyType.PASSWORD, None, "Password of a PKCS12 truststore."),
+    Key("ssl.keystore.location", KeyType.STRING, None, "Client certificate and key for mutual TLS (PEM or PKCS12)."),
+    Key("ssl.keystore.type", KeyType.STRING, None, "PEM, PKCS12 (JKS must be converted); unset: from the suffix."),
+    Key("ssl.keystore.password", KeyType.PASSWORD, None, "Password of the keystore."),
+    Key("ssl.key.password", KeyType.PASSWORD, None, "Password of an encrypted PEM private key."),
+    Key("ssl.endpoint.identification.algorithm", KeyType.STRING, "https",
+        "https checks that the broker's certificate names its host; empty turns the check off."),
+    Key("sasl.mechanism", KeyType.STRING, "GSSAPI", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI is not supported)."),
+    Key("sasl.jaas.config", KeyType.PASSWORD, None,
+        'Kafka\'s JAAS line: org.apache.kafka.common.security.scram.ScramLoginModule required username="..." '
+        'password="...";'),
+    Key("config.providers", KeyType.STRING, None,
+        "Config providers by name (file, env, dir), resolving ${name:...} in worker and connector files."),
+    Key("config.providers.*", KeyType.PREFIX, None,
+        "config.providers.<name>.class: FileConfigProvider, EnvVarConfigProvider or DirectoryConfigProvider "
+        "(org.apache.kafka.common.config.provider)."),
     Key("spark.*", KeyType.PREFIX, None, "Passed to the SparkSession (spark.master, spark.driver.memory, ...)."),
-    Key("consumer.*", KeyType.PREFIX, None, "Other Kafka consumer properties for every connector."),
+    Key("consumer.*", KeyType.PREFIX, None,
+        "Other Kafka consumer properties for every connector; consumer.security.*, consumer.ssl.* and "
+        "consumer.sasl.* narrow the security keys to consumers."),
+    Key("producer.*", KeyType.PREFIX, None, "producer.security.*, producer.ssl.*, producer.sasl.*: for producers."),
+    Key("admin.*", KeyType.PREFIX, None, "admin.security.*, admin.ssl.*, admin.sasl.*: for admin clients."),
 )}
 
 
@@ -100,22 +128,32 @@ class WorkerConfig:
     registry_compatibility: str
     spark_conf: dict[str, str]
     consumer_props: dict[str, str]
-    raw: dict[str, str]
+    raw: dict[str, str]  # resolved: config provider placeholders replaced; holds secrets
+    written: dict[str, str]  # as written, placeholders kept: what may be shown
+    providers: Providers
+    scrubber: Scrubber
     warnings: tuple[str, ...] = ()
 
 
 def parse_worker(props: Mapping[str, Any]) -> WorkerConfig:
-    props = {str(k): str(v) for k, v in props.items() if v is not None}
+    written = {str(k): str(v) for k, v in props.items() if v is not None}
     out = Parsed()
+    providers = Providers.from_worker(written, out.problems)
+    props = providers.resolve(written, out.problems)
+    scrubber = Scrubber()
+    scrubber.learn(props)
     parse_keys(WORKER_KEYS, props, out)
     if "listeners" in props and not props["listeners"].strip():
         out.values["listeners"] = []
+    security = {k: v for k, v in props.items() if k.startswith(("security.", "ssl.", "sasl."))}
+    for role in ROLES:
+        narrowed = {**security, **{k.removeprefix(role + "."): v for k, v in props.items()
+                                   if k.startswith(tuple(f"{role}.{p}" for p in ("security.", "ssl.", "sasl.")))}}
+        why = security_problem(narrowed)
+        if why is not None:
+            out.problems.append(Problem(f"{role} security", None, why))
+            break
     for key in props:
-        bare = key.removeprefix("consumer.")
-        if bare.startswith(("security.", "sasl.", "ssl.")) and props[key] not in ("", "PLAINTEXT"):
-            # Refused rather than ignored: dropping it would connect without the security asked for.
-            out.problems.append(Problem(key, props[key], "Kafka TLS/SASL settings are not supported yet; "
-                                        "tabletopic connects over PLAINTEXT only"))
         if key.startswith(("iceberg.", "tabletopic.")):
             out.warnings.append(f"{key!r} belongs in the connector configuration; ignored in the worker file")
     if out.problems:
@@ -138,8 +176,11 @@ def parse_worker(props: Mapping[str, Any]) -> WorkerConfig:
         registry_compatibility=v["schema.registry.compatibility"],
         spark_conf={f"spark.{k}": val for k, val in prefixed(props, "spark.").items()},
         consumer_props={k: val for k, val in prefixed(props, "consumer.").items()
-                        if f"consumer.{k}" not in WORKER_KEYS},
+                        if f"consumer.{k}" not in WORKER_KEYS and not k.startswith(("security.", "ssl.", "sasl."))},
         raw=props,
+        written=written,
+        providers=providers,
+        scrubber=scrubber,
         warnings=tuple(out.warnings),
     )
 

@@ -15,7 +15,6 @@ from typing import Any
 import faust
 import structlog
 from aiokafka import TopicPartition as KafkaTP
-from aiokafka.admin import AIOKafkaAdminClient
 from faust.types import TP, Message
 
 from tabletopic.commit.member import Member
@@ -25,6 +24,7 @@ from tabletopic.consume.batch_fetch import BatchingApp
 from tabletopic.consume.continuity import STALE, Decision, decide
 from tabletopic.convert.records import RawRecords
 from tabletopic.failed_records import RecordFailed
+from tabletopic.kafka_clients import KafkaClients
 from tabletopic.sink_task import SinkTask
 
 log = structlog.get_logger(__name__)
@@ -33,9 +33,11 @@ _LAG_EVERY_S = 1.0
 
 
 class FaustConsumer:
-    def __init__(self, config: ConnectorConfig, worker: WorkerConfig, task: SinkTask, member: Member) -> None:
+    def __init__(self, config: ConnectorConfig, worker: WorkerConfig, clients: KafkaClients, task: SinkTask,
+                 member: Member) -> None:
         self.config = config
         self.worker_config = worker
+        self.clients = clients
         self.task = task
         self.member = member
         self.log = log.bind(connector=config.name)
@@ -49,6 +51,7 @@ class FaustConsumer:
         self.app = BatchingApp(
             config.group_id,
             broker=[f"kafka://{server}" for server in worker.bootstrap_servers],
+            broker_credentials=clients.faust_credentials(),
             web_enabled=False,
             store="memory://",
             autodiscover=False,
@@ -195,7 +198,7 @@ class FaustConsumer:
             await self.app.consumer._commit(offsets)
 
     async def _group_offsets(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        admin = AIOKafkaAdminClient(bootstrap_servers=",".join(self.worker_config.bootstrap_servers))
+        admin = self.clients.admin()
         await admin.start()
         try:
             found = await admin.list_consumer_group_offsets(

@@ -50,9 +50,12 @@ def free_port() -> int:
 class EmbeddedBroker:
     """A Tansu broker with in-memory storage on 127.0.0.1, owned by this object."""
 
-    def __init__(self, port: int | None = None, log_path: Path | None = None) -> None:
+    def __init__(self, port: int | None = None, log_path: Path | None = None,
+                 advertised_port: int | None = None) -> None:
         self.port = port or free_port()
         self.log_path = log_path
+        # Clients are sent to this port instead (a TLS or SASL front relaying to this broker, in tests).
+        self.advertised_port = advertised_port or self.port
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -63,7 +66,8 @@ class EmbeddedBroker:
         url = f"tcp://127.0.0.1:{self.port}"
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self._proc = subprocess.Popen(
-            [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+            [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url",
+             f"tcp://127.0.0.1:{self.advertised_port}",
              "--storage-engine", "memory://tansu/"],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env={**os.environ, "RUST_LOG": os.environ.get("TANSU_LOG", "warn")},

@@ -11,11 +11,27 @@ import sys
 
 import structlog
 
+from tabletopic.config.secrets import Scrubber
 
-def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
+
+class _ScrubFilter(logging.Filter):
+    """Library log records (Faust, aiokafka, py4j) lose any secret they echo, like structlog's events."""
+
+    def __init__(self, scrubber: Scrubber) -> None:
+        super().__init__()
+        self._scrubber = scrubber
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = self._scrubber.scrub(record.getMessage()), None
+        return True
+
+
+def configure_logging(level: str = "INFO", fmt: str = "auto", scrubber: Scrubber | None = None) -> None:
     use_console = fmt == "console" or (fmt == "auto" and sys.stderr.isatty())
+    scrubber = scrubber or Scrubber()
     processors: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
+        scrubber,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.StackInfoRenderer(),
@@ -33,5 +49,7 @@ def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
     # Faust, aiokafka and py4j log through the standard library: keep their warnings, not their chatter.
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_ScrubFilter(scrubber))
     for noisy in ("faust", "mode", "aiokafka", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING if level != "DEBUG" else logging.INFO)

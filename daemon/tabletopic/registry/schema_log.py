@@ -15,6 +15,7 @@ import json
 
 import structlog
 
+from tabletopic.kafka_clients import KafkaClients
 from tabletopic.registry.schema_store import SchemaStore, Write
 from tabletopic.single_partition_topic import SinglePartitionTopic
 
@@ -22,10 +23,10 @@ log = structlog.get_logger(__name__)
 
 
 class SchemaLog:
-    def __init__(self, bootstrap: list[str], topic: str, store: SchemaStore) -> None:
+    def __init__(self, clients: KafkaClients, topic: str, store: SchemaStore) -> None:
         self.topic = topic
         self.store = store
-        self._topic = SinglePartitionTopic(bootstrap, topic, configs={"cleanup.policy": "compact"})
+        self._topic = SinglePartitionTopic(clients, topic, configs={"cleanup.policy": "compact"})
         self._reader: asyncio.Task[None] | None = None
         self._applied = -1  # offset of the last record applied
         self._progress = asyncio.Condition()

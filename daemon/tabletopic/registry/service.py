@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 import structlog
 from aiohttp import web
 
+from tabletopic.kafka_clients import KafkaClients
 from tabletopic.registry.rest_api import RegistryApi
 from tabletopic.registry.schema_log import SchemaLog
 from tabletopic.registry.schema_store import SchemaStore
@@ -29,12 +30,12 @@ class RegistryStartError(RuntimeError):
 
 
 class SchemaRegistryService:
-    def __init__(self, listener: str, bootstrap: list[str], topic: str, default_level: str) -> None:
+    def __init__(self, listener: str, clients: KafkaClients, topic: str, default_level: str) -> None:
         parsed = urlparse(listener)
         self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port if parsed.port is not None else 8081
         self.topic = topic
         self.store = SchemaStore(default_level=default_level)
-        self._bootstrap = bootstrap
+        self._clients = clients
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -69,7 +70,7 @@ class SchemaRegistryService:
 
     async def _start(self, started: Future[None]) -> None:
         try:
-            self._log = SchemaLog(self._bootstrap, self.topic, self.store)
+            self._log = SchemaLog(self._clients, self.topic, self.store)
             await self._log.start()
             self._runner = web.AppRunner(RegistryApi(self.store, self._log).app, access_log=None)
             await self._runner.setup()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from tabletopic.commit.channel import Channel
 from tabletopic.commit.events import Start, encode
+from tabletopic.kafka_clients import KafkaClients
 
 
 def _channel() -> tuple[Channel, list[int]]:
     skipped: list[int] = []
-    return Channel(["127.0.0.1:1"], "control", "c", on_skipped=lambda: skipped.append(1)), skipped
+    return Channel(KafkaClients(["127.0.0.1:1"], {}), "control", "c", on_skipped=lambda: skipped.append(1)), skipped
 
 
 def test_bad_records_are_counted_and_skipped_and_good_ones_still_pass() -> None:

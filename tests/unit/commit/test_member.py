@@ -9,11 +9,12 @@ import pytest
 from tabletopic.commit.channel import Channel
 from tabletopic.commit.events import Answer, Start
 from tabletopic.commit.member import Member
+from tabletopic.kafka_clients import KafkaClients
 from tests.unit.fakes import TP0, TP1, FakeSink, FakeTables, metrics, run, settle
 
 
 def _member() -> tuple[Member, list[Answer]]:
-    channel = Channel(["127.0.0.1:1"], "control", "c")
+    channel = Channel(KafkaClients(["127.0.0.1:1"], {}), "control", "c")
     sent: list[Answer] = []
 
     async def send(message: Answer) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from tabletopic.kafka_clients import KafkaClients
 from tabletopic.registry.schema_log import SchemaLog
 from tabletopic.registry.schema_store import SchemaStore, Write
 
@@ -43,7 +44,7 @@ def test_two_daemons_registering_at_once_agree_the_first_record_wins() -> None:
 
 def test_a_record_that_is_not_an_object_is_skipped_not_fatal() -> None:
     store = SchemaStore()
-    log = SchemaLog(["127.0.0.1:1"], "_schemas", store)
+    log = SchemaLog(KafkaClients(["127.0.0.1:1"], {}), "_schemas", store)
     _, write = store.plan_register("s-value", V1, "AVRO", [])
     assert write is not None
     for offset, (key, value) in enumerate([(b"[1]", b"{}"), (json.dumps(write.key).encode(), b"[1, 2]"),
