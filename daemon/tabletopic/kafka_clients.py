@@ -5,10 +5,8 @@ Precedence follows Kafka Connect: the worker's keys (``security.protocol``,
 ``admin.`` prefixed keys in the worker file narrow them to one kind of client;
 a connector's ``consumer.override.*`` and ``producer.override.*`` win.
 
-TLS stores may be PEM or PKCS12 (read with ``cryptography``; Python's ``ssl``
-reads only PEM, so a PKCS12 key is handed to it through a 0600 temporary file
-that is removed at once).  JKS is refused with the ``keytool`` line that converts
-it.  SASL takes PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 from Kafka's JAAS line.
+TLS stores may be PEM or PKCS12 (see :mod:`tabletopic.tls_stores`).  SASL takes
+PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 from Kafka's JAAS line.
 
 :meth:`KafkaClients.probe` tells a bad configuration (an untrusted certificate, a
 refused client certificate, wrong credentials) from a broker that is down, so the
@@ -20,11 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import re
 import ssl
 import struct
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +29,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
+
+from tabletopic.tls_stores import load_keystore, store_type, trusted_pem
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -114,86 +112,15 @@ def _ssl_context(props: Mapping[str, str]) -> tuple[ssl.SSLContext, bool]:
     context.check_hostname = identification.lower() == "https"
     trust = props.get("ssl.truststore.location")
     if trust:
-        kind = (props.get("ssl.truststore.type") or _type_of(trust)).upper()
-        context.load_verify_locations(cadata=_trusted_pem(Path(trust), kind, props.get("ssl.truststore.password")))
+        kind = (props.get("ssl.truststore.type") or store_type(trust)).upper()
+        context.load_verify_locations(cadata=trusted_pem("ssl.truststore", Path(trust), kind,
+                                                         props.get("ssl.truststore.password")))
     keystore = props.get("ssl.keystore.location")
     if keystore:
-        kind = (props.get("ssl.keystore.type") or _type_of(keystore)).upper()
-        _load_keystore(context, Path(keystore), kind, props.get("ssl.keystore.password"),
-                       props.get("ssl.key.password"))
+        kind = (props.get("ssl.keystore.type") or store_type(keystore)).upper()
+        load_keystore("ssl.keystore", context, Path(keystore), kind, props.get("ssl.keystore.password"),
+                      props.get("ssl.key.password"))
     return context, bool(keystore)
-
-
-def _type_of(path: str) -> str:
-    return {".pem": "PEM", ".crt": "PEM", ".p12": "PKCS12", ".pfx": "PKCS12", ".jks": "JKS"}.get(
-        Path(path).suffix.lower(), "JKS")  # Kafka's default store type is JKS
-
-
-def _jks(key: str, path: Path) -> ValueError:
-    return ValueError(f"{key} {path} is a JKS store, which tabletopic does not read; convert it once with "
-                      f"keytool -importkeystore -srckeystore {path} -srcstoretype JKS -destkeystore "
-                      f"{path.with_suffix('.p12')} -deststoretype PKCS12, then set {key.rsplit('.', 1)[0]}.type=PKCS12")
-
-
-def _read(key: str, path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise ValueError(f"{key} {path} cannot be read: {exc.strerror or exc}") from None
-
-
-def _trusted_pem(path: Path, kind: str, password: str | None) -> str:
-    data = _read("ssl.truststore.location", path)
-    if kind == "PEM":
-        return data.decode()
-    if kind == "JKS":
-        raise _jks("ssl.truststore.location", path)
-    if kind != "PKCS12":
-        raise ValueError(f"ssl.truststore.type {kind} is not supported: use PEM or PKCS12")
-    from cryptography.hazmat.primitives.serialization import Encoding, pkcs12
-
-    try:
-        _, cert, extra = pkcs12.load_key_and_certificates(data, password.encode() if password else None)
-    except ValueError:
-        raise ValueError(f"ssl.truststore.location {path} cannot be opened: check ssl.truststore.password") from None
-    certs = [c for c in (cert, *extra) if c is not None]
-    if not certs:
-        raise ValueError(f"ssl.truststore.location {path} holds no certificate")
-    return "".join(c.public_bytes(Encoding.PEM).decode() for c in certs)
-
-
-def _load_keystore(context: ssl.SSLContext, path: Path, kind: str, password: str | None,
-                   key_password: str | None) -> None:
-    data = _read("ssl.keystore.location", path)
-    if kind == "JKS":
-        raise _jks("ssl.keystore.location", path)
-    if kind not in ("PEM", "PKCS12"):
-        raise ValueError(f"ssl.keystore.type {kind} is not supported: use PEM or PKCS12")
-    if kind == "PKCS12":
-        from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, pkcs12
-
-        try:
-            key, cert, extra = pkcs12.load_key_and_certificates(data, password.encode() if password else None)
-        except ValueError:
-            raise ValueError(f"ssl.keystore.location {path} cannot be opened: check ssl.keystore.password") from None
-        if key is None or cert is None:
-            raise ValueError(f"ssl.keystore.location {path} holds no private key and certificate")
-        data = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()) + cert.public_bytes(Encoding.PEM) \
-            + b"".join(c.public_bytes(Encoding.PEM) for c in extra)
-        key_password = None
-    # Python's ssl reads a key only from a file: a private one, removed as soon as it is read.
-    fd, name = tempfile.mkstemp(prefix="tabletopic-key-", suffix=".pem")
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        context.load_cert_chain(name, password=key_password or password or None)
-    except ssl.SSLError as exc:
-        raise ValueError(f"ssl.keystore.location {path} has no usable key and certificate "
-                         f"(check ssl.key.password): {exc.reason or exc}") from None
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
 
 
 class KafkaClients:

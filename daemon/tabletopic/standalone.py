@@ -73,7 +73,8 @@ class Standalone:
         self.kafka = KafkaClients(worker.bootstrap_servers, worker.raw)
         if worker.registry_listeners:
             self.schema_registry = SchemaRegistryService(worker.registry_listeners[0], self.kafka,
-                                                         worker.registry_topic, worker.registry_compatibility)
+                                                         worker.registry_topic, worker.registry_compatibility,
+                                                         worker.registry_security)
         self.stop_requested = asyncio.Event()
         self._stopping = asyncio.Event()
 
@@ -110,9 +111,10 @@ class Standalone:
             return exit_codes.CONFIG if isinstance(exc, TableError) else exit_codes.UNAVAILABLE
         if self.worker.listeners:
             self.http = HttpServer(self.worker.listeners[0], self.registry, [
-                ConnectorView(c.config.name, redact(c.config.written), _status(c), c.ready) for c in self.connectors])
+                ConnectorView(c.config.name, redact(c.config.written), _status(c), c.ready) for c in self.connectors],
+                self.worker.rest_security)
             await self.http.start()
-            log.info("listening", url=f"http://{self.http.host}:{self.http.port}")
+            log.info("listening", url=f"{self.worker.rest_security.scheme}://{self.http.host}:{self.http.port}")
         for c in self.connectors:
             try:
                 await c.task.start()

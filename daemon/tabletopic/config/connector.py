@@ -240,7 +240,14 @@ def _plugin(props: Mapping[str, str], key: str, default: str, worker: WorkerConf
     own = {**(prefixed(worker.raw, key + ".") if not props.get(key) else {}), **prefixed(props, key + ".")}
     if class_name in REGISTRY_CONVERTERS and not own.get("schema.registry.url"):
         if worker.registry_listeners:
+            # The daemon's own registry: its login and its very certificate, whatever name it carries.
             own["schema.registry.url"] = builtin_registry_url(worker.registry_listeners[0])
+            security = worker.registry_security
+            if security.own_login() and not own.get("basic.auth.user.info"):
+                own["basic.auth.user.info"] = security.own_login() or ""
+            if security.trust_pem:
+                own["schema.registry.ssl.truststore.certificates"] = security.trust_pem
+                own["schema.registry.ssl.endpoint.identification.algorithm"] = ""
         else:
             out.problems.append(Problem(f"{key}.schema.registry.url", None, f"{class_name} needs a Schema Registry: "
                                         "set this key, or schema.registry.listeners in the worker file to use the "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +12,7 @@ from tabletopic.config.definition import ConfigError, Key, KeyType, Parsed, Prob
 from tabletopic.config.providers import Providers
 from tabletopic.config.secrets import Scrubber
 from tabletopic.kafka_clients import ROLES, security_problem
+from tabletopic.ops.listener_security import ListenerSecurity, listener_security
 from tabletopic.registry.avro_compatibility import LEVELS
 
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
@@ -19,8 +21,8 @@ JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 def _listeners_problem(value: list[str]) -> str | None:
     for url in value:
         parsed = urlparse(url)
-        if parsed.scheme != "http" or parsed.port is None:
-            return "each listener must look like http://HOST:PORT"
+        if parsed.scheme not in ("http", "https") or parsed.port is None:
+            return "each listener must look like http://HOST:PORT or https://HOST:PORT"
     return None
 
 
@@ -29,8 +31,9 @@ def _registry_listener_problem(value: list[str]) -> str | None:
         return "the built-in Schema Registry takes one listener"
     for url in value:
         parsed = urlparse(url)
-        if parsed.scheme != "http" or not parsed.port:
-            return "the listener must look like http://HOST:PORT, with a port other than 0 (converters are told it)"
+        if parsed.scheme not in ("http", "https") or not parsed.port:
+            return ("the listener must look like http(s)://HOST:PORT, with a port other than 0 (converters are "
+                    "told it)")
     return None
 
 
@@ -40,7 +43,7 @@ def builtin_registry_url(listener: str) -> str:
     host = parsed.hostname or "127.0.0.1"
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
-    return f"http://{host}:{parsed.port}"
+    return f"{parsed.scheme}://{host}:{parsed.port}"
 
 
 def _bootstrap_problem(value: list[str]) -> str | None:
@@ -101,6 +104,26 @@ WORKER_KEYS: dict[str, Key] = {k.name: k for k in (
     Key("config.providers.*", KeyType.PREFIX, None,
         "config.providers.<name>.class: FileConfigProvider, EnvVarConfigProvider or DirectoryConfigProvider "
         "(org.apache.kafka.common.config.provider)."),
+    Key("listeners.https.ssl.keystore.location", KeyType.STRING, None,
+        "Certificate and key of an https:// listener (PEM or PKCS12)."),
+    Key("listeners.https.ssl.keystore.type", KeyType.STRING, None, "PEM or PKCS12; unset: from the suffix."),
+    Key("listeners.https.ssl.keystore.password", KeyType.PASSWORD, None, "Password of that keystore."),
+    Key("listeners.https.ssl.key.password", KeyType.PASSWORD, None, "Password of an encrypted PEM key."),
+    Key("rest.authentication.method", KeyType.STRING, "NONE",
+        "BASIC: every path of the HTTP listener but /health needs HTTP Basic credentials.",
+        allowed=("NONE", "BASIC")),
+    Key("rest.authentication.credentials.file", KeyType.STRING, None,
+        "The listener's users, one 'user: password' line each (Connect's PropertyFileLoginModule format)."),
+    Key("schema.registry.ssl.keystore.location", KeyType.STRING, None,
+        "Certificate and key of an https:// built-in registry (PEM or PKCS12)."),
+    Key("schema.registry.ssl.keystore.type", KeyType.STRING, None, "PEM or PKCS12; unset: from the suffix."),
+    Key("schema.registry.ssl.keystore.password", KeyType.PASSWORD, None, "Password of that keystore."),
+    Key("schema.registry.ssl.key.password", KeyType.PASSWORD, None, "Password of an encrypted PEM key."),
+    Key("schema.registry.authentication.method", KeyType.STRING, "NONE",
+        "BASIC: the built-in registry needs HTTP Basic credentials (its converters in this daemon use the first "
+        "user of the file).", allowed=("NONE", "BASIC")),
+    Key("schema.registry.authentication.credentials.file", KeyType.STRING, None,
+        "The built-in registry's users, one 'user: password' line each."),
     Key("spark.*", KeyType.PREFIX, None, "Passed to the SparkSession (spark.master, spark.driver.memory, ...)."),
     Key("consumer.*", KeyType.PREFIX, None,
         "Other Kafka consumer properties for every connector; consumer.security.*, consumer.ssl.* and "
@@ -132,6 +155,8 @@ class WorkerConfig:
     written: dict[str, str]  # as written, placeholders kept: what may be shown
     providers: Providers
     scrubber: Scrubber
+    rest_security: ListenerSecurity
+    registry_security: ListenerSecurity
     warnings: tuple[str, ...] = ()
 
 
@@ -153,6 +178,16 @@ def parse_worker(props: Mapping[str, Any]) -> WorkerConfig:
         if why is not None:
             out.problems.append(Problem(f"{role} security", None, why))
             break
+    securities = {}
+    for name, listeners, tls, auth in (("rest", "listeners", "listeners.https.ssl.", "rest."),
+                                       ("registry", "schema.registry.listeners", "schema.registry.ssl.",
+                                        "schema.registry.")):
+        urls = out.values.get(listeners) or []
+        try:
+            securities[name] = listener_security(props, urls[0] if urls else "", tls, auth)
+        except (ValueError, ssl.SSLError) as exc:
+            out.problems.append(Problem(listeners, None, str(exc)))
+            securities[name] = ListenerSecurity()
     for key in props:
         if key.startswith(("iceberg.", "tabletopic.")):
             out.warnings.append(f"{key!r} belongs in the connector configuration; ignored in the worker file")
@@ -181,6 +216,8 @@ def parse_worker(props: Mapping[str, Any]) -> WorkerConfig:
         written=written,
         providers=providers,
         scrubber=scrubber,
+        rest_security=securities["rest"],
+        registry_security=securities["registry"],
         warnings=tuple(out.warnings),
     )
 

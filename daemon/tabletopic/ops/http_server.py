@@ -11,6 +11,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from tabletopic import __version__
+from tabletopic.ops.listener_security import ListenerSecurity
 
 
 @dataclass
@@ -24,13 +25,15 @@ class ConnectorView:
 
 
 class HttpServer:
-    def __init__(self, listener: str, registry: CollectorRegistry, connectors: list[ConnectorView]) -> None:
+    def __init__(self, listener: str, registry: CollectorRegistry, connectors: list[ConnectorView],
+                 security: ListenerSecurity | None = None) -> None:
         parsed = urlparse(listener)
         self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port if parsed.port is not None else 8083
         self._registry = registry
         self._connectors = {c.name: c for c in connectors}
         self._runner: web.AppRunner | None = None
-        app = web.Application()
+        self._security = security or ListenerSecurity()
+        app = web.Application(middlewares=[self._security.middleware])
         app.router.add_get("/", self._root)
         app.router.add_get("/health", self._health)
         app.router.add_get("/ready", self._ready)
@@ -44,7 +47,7 @@ class HttpServer:
     async def start(self) -> None:
         self._runner = web.AppRunner(self._app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self._security.context)
         await site.start()
         if self.port == 0:  # report the port the OS picked
             server = site._server

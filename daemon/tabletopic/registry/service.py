@@ -18,6 +18,7 @@ import structlog
 from aiohttp import web
 
 from tabletopic.kafka_clients import KafkaClients
+from tabletopic.ops.listener_security import ListenerSecurity
 from tabletopic.registry.rest_api import RegistryApi
 from tabletopic.registry.schema_log import SchemaLog
 from tabletopic.registry.schema_store import SchemaStore
@@ -30,12 +31,14 @@ class RegistryStartError(RuntimeError):
 
 
 class SchemaRegistryService:
-    def __init__(self, listener: str, clients: KafkaClients, topic: str, default_level: str) -> None:
+    def __init__(self, listener: str, clients: KafkaClients, topic: str, default_level: str,
+                 security: ListenerSecurity | None = None) -> None:
         parsed = urlparse(listener)
         self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port if parsed.port is not None else 8081
         self.topic = topic
         self.store = SchemaStore(default_level=default_level)
         self._clients = clients
+        self._security = security or ListenerSecurity()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -43,7 +46,7 @@ class SchemaRegistryService:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self._security.scheme}://{self.host}:{self.port}"
 
     def start(self, timeout_s: float = 60.0) -> None:
         """Load the schemas topic and listen; raise RegistryStartError saying why not."""
@@ -72,9 +75,11 @@ class SchemaRegistryService:
         try:
             self._log = SchemaLog(self._clients, self.topic, self.store)
             await self._log.start()
-            self._runner = web.AppRunner(RegistryApi(self.store, self._log).app, access_log=None)
+            app = RegistryApi(self.store, self._log).app
+            app.middlewares.append(self._security.middleware)
+            self._runner = web.AppRunner(app, access_log=None)
             await self._runner.setup()
-            site = web.TCPSite(self._runner, self.host, self.port)
+            site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self._security.context)
             await site.start()
             server = site._server
             if self.port == 0 and server is not None and server.sockets:

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from tabletopic.tls_stores import store_type, trusted_pem
 
 _ATTEMPTS = 3
 
@@ -38,11 +42,13 @@ class FetchedSchema:
 
 
 class RegistryClient:
-    def __init__(self, urls: list[str], timeout_s: float = 5.0, auth: str | None = None) -> None:
+    def __init__(self, urls: list[str], timeout_s: float = 5.0, auth: str | None = None,
+                 context: ssl.SSLContext | None = None) -> None:
         if not urls:
             raise ValueError("schema.registry.url is required")
         self._urls = [u.rstrip("/") for u in urls]
         self._timeout = timeout_s
+        self._context = context  # None: the system's trust, for https:// URLs
         self._headers = {"Accept": "application/vnd.schemaregistry.v1+json, application/json"}
         if auth:
             self._headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
@@ -58,7 +64,8 @@ class RegistryClient:
                 auth = auth or f"{urllib.parse.unquote(parsed.username)}:{urllib.parse.unquote(parsed.password or '')}"
                 url = parsed._replace(netloc=parsed.netloc.rpartition("@")[2]).geturl()
             urls.append(url)
-        return cls(urls, float(props.get("schema.registry.request.timeout.ms", "5000")) / 1000, auth)
+        return cls(urls, float(props.get("schema.registry.request.timeout.ms", "5000")) / 1000, auth,
+                   _tls(props))
 
     def by_id(self, schema_id: int) -> FetchedSchema:
         found = self._by_id.get(schema_id)
@@ -80,7 +87,7 @@ class RegistryClient:
             for base in self._urls:
                 request = urllib.request.Request(base + path, headers=self._headers)
                 try:
-                    with urllib.request.urlopen(request, timeout=self._timeout) as response:
+                    with urllib.request.urlopen(request, timeout=self._timeout, context=self._context) as response:
                         body = json.loads(response.read())
                         if not isinstance(body, dict):
                             raise RegistryUnavailable(f"{base}{path} answered with {body!r}")
@@ -112,3 +119,21 @@ def _message(exc: urllib.error.HTTPError) -> str:
         return str(json.loads(exc.read()).get("message", exc.reason))
     except (ValueError, AttributeError):
         return str(exc.reason)
+
+
+def _tls(props: Mapping[str, str]) -> ssl.SSLContext | None:
+    """Trust for an https:// registry, from Confluent's client keys (a file, or PEM text)."""
+    location = props.get("schema.registry.ssl.truststore.location")
+    inline = props.get("schema.registry.ssl.truststore.certificates")
+    if not location and not inline:
+        return None
+    context = ssl.create_default_context()
+    # A listed certificate is trusted as it is, also a server's own one (the built-in registry's).
+    context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    context.check_hostname = props.get("schema.registry.ssl.endpoint.identification.algorithm", "https") == "https"
+    if location:
+        kind = (props.get("schema.registry.ssl.truststore.type") or store_type(location)).upper()
+        inline = trusted_pem("schema.registry.ssl.truststore", Path(location), kind,
+                             props.get("schema.registry.ssl.truststore.password"))
+    context.load_verify_locations(cadata=inline)
+    return context
