@@ -196,6 +196,7 @@ def test_systemd_unit_verifies(tmp_path: Path) -> None:
     proc = subprocess.run(["systemd-analyze", "verify", str(copy)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "Restart=on-failure" in unit and "NoNewPrivileges=yes" in unit and "ProtectSystem=strict" in unit
+    assert "RestartPreventExitStatus=78" in unit  # a refused configuration does not restart-loop
     stop = int(re.search(r"^TimeoutStopSec=(\d+)s", unit, re.M).group(1))  # type: ignore[union-attr]
     assert stop * 1000 > 60_000  # longer than task.shutdown.graceful.timeout.ms's default
 
@@ -213,7 +214,9 @@ def test_compose_and_kubernetes_files_match_the_project() -> None:
     assert "EXPOSE 8083" in dockerfile and "USER 10001" in dockerfile and "openjdk-17-jre-headless" in dockerfile
     docs = [d for p in (ROOT / "deploy" / "kubernetes").glob("*.yaml") for d in yaml.safe_load_all(p.read_text())]
     kinds = {d["kind"]: d for d in docs}
-    assert {"Deployment", "ConfigMap", "Service", "ServiceMonitor"} <= set(kinds)
+    assert {"Deployment", "ConfigMap", "Service", "ServiceMonitor", "Secret"} <= set(kinds)
+    secrets = {v["name"]: v for v in kinds["Deployment"]["spec"]["template"]["spec"]["volumes"] if "secret" in v}
+    assert secrets["kafka-secrets"]["secret"]["secretName"] == kinds["Secret"]["metadata"]["name"]
     container = kinds["Deployment"]["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "tabletopic:0.1.0"
     assert container["ports"][0]["containerPort"] == 8083
