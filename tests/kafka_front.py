@@ -1,13 +1,15 @@
-"""A secured front for Tansu, for tests: TLS, mutual TLS, and SASL (PLAIN, SCRAM-SHA-256/512).
+"""A secured front for Tansu, for tests: TLS, mutual TLS, and SASL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER).
 
 No broker on this machine authenticates by itself (see shared/notes/secure-kafka.md): Tansu
 listens in plaintext on a hidden port and advertises this front's port, and the front checks
 the client's certificate and login before it relays any byte.  The SASL check follows Kafka's
 wire protocol (SaslHandshake v0-1, SaslAuthenticate v0-1) and RFC 5802/7677 for SCRAM; a
-failed login gets Kafka's error 58 and its message, and the connection is closed.
+failed login gets Kafka's error 58 and its message, and the connection is closed.  For
+OAUTHBEARER the front also serves an OAuth token endpoint (client-credentials grant) over
+HTTPS, and accepts only tokens it issued.
 
 Run as a process:  python -m tests.kafka_front --listen P --backend P --cert F --key F
-                   [--ca F --require-cert] [--sasl MECH --user NAME:PASSWORD]
+                   [--ca F --require-cert] [--sasl MECH --user NAME:PASSWORD] [--token-port P]
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class Front:
         self.backend = backend
         self.mechanism = mechanism
         self.users = users
+        self.tokens: set[str] = set()  # issued by the token endpoint
         self.scram = {u: _scram_entry(mechanism, p) for u, p in users.items()} if mechanism in _HASHES else {}
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -122,6 +125,10 @@ class Front:
                 return False  # anything else before a login closes the connection, as Kafka does
 
     def _authenticate(self, token: bytes, state: dict[str, object]) -> tuple[bytes | None, bool]:
+        if self.mechanism == "OAUTHBEARER":
+            fields = dict(f.split("=", 1) for f in token.decode(errors="replace").split("\x01") if "=" in f)
+            bearer = fields.get("auth", "").removeprefix("Bearer ")
+            return (b"", True) if bearer in self.tokens else (None, False)
         if self.mechanism == "PLAIN":
             parts = token.split(b"\0")
             ok = len(parts) == 3 and self.users.get(parts[1].decode()) == parts[2].decode()
@@ -161,6 +168,34 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
+async def _token_endpoint(front: Front, port: int, cert: str, key: str) -> None:
+    """POST /token with the client-credentials grant and HTTP Basic client authentication (RFC 6749)."""
+    import urllib.parse
+
+    from aiohttp import web
+
+    async def issue(request: web.Request) -> web.Response:
+        form = await request.post()
+        try:
+            user, _, secret = base64.b64decode(request.headers.get("Authorization", "")[6:]).decode().partition(":")
+        except ValueError:
+            user = secret = ""
+        client, secret = urllib.parse.unquote(user), urllib.parse.unquote(secret)
+        if form.get("grant_type") != "client_credentials" or front.users.get(client) != secret:
+            return web.json_response({"error": "invalid_client"}, status=401)
+        token = base64.urlsafe_b64encode(os.urandom(24)).decode()
+        front.tokens.add(token)
+        return web.json_response({"access_token": token, "token_type": "Bearer", "expires_in": 300})
+
+    app = web.Application()
+    app.router.add_post("/token", issue)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    await web.TCPSite(runner, "127.0.0.1", port, ssl_context=context).start()
+
+
 async def _main(args: argparse.Namespace) -> None:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(args.cert, args.key)
@@ -169,6 +204,8 @@ async def _main(args: argparse.Namespace) -> None:
         context.verify_mode = ssl.CERT_REQUIRED if args.require_cert else ssl.CERT_OPTIONAL
     users = dict(u.split(":", 1) for u in args.user)
     front = Front(args.backend, args.sasl, users)
+    if args.token_port:
+        await _token_endpoint(front, args.token_port, args.cert, args.key)
     server = await asyncio.start_server(front.handle, "127.0.0.1", args.listen, ssl=context)
     async with server:
         await server.serve_forever()
@@ -184,6 +221,7 @@ def main() -> None:
     parser.add_argument("--require-cert", action="store_true")
     parser.add_argument("--sasl")
     parser.add_argument("--user", action="append", default=[])
+    parser.add_argument("--token-port", type=int)
     asyncio.run(_main(parser.parse_args()))
 
 

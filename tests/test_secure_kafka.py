@@ -1,4 +1,4 @@
-"""Secured Kafka end to end: SASL_SSL with SCRAM-SHA-512 and mutual TLS, secrets from a provider, bad credentials.
+"""Secured Kafka end to end: SASL_SSL with SCRAM-SHA-512 or OAUTHBEARER, and mutual TLS; secrets from a provider.
 
 No broker here authenticates by itself: each mode runs a Tansu that advertises the port of
 ``tests/kafka_front.py``, which checks certificates and logins before it relays a byte.
@@ -27,6 +27,7 @@ from tests.tls_material import PASSWORD, Material, make_material
 
 SCRAM_PASSWORD = "Scr4m-only-in-a-file-9d2f"
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
+OAUTH = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 FILE_PROVIDER = "org.apache.kafka.common.config.provider.FileConfigProvider"
 
 
@@ -39,8 +40,11 @@ class SecureKafka:
         self.broker = EmbeddedBroker(advertised_port=self.port, log_path=root / f"tansu-{mode}.log").start()
         args = ["--listen", str(self.port), "--backend", str(self.broker.port),
                 "--cert", str(material.path("server.pem")), "--key", str(material.path("server.key"))]
+        self.token_port = free_port()
         if mode == "mtls":
             args += ["--ca", str(material.path("ca.pem")), "--require-cert"]
+        elif mode == "oauth":
+            args += ["--sasl", "OAUTHBEARER", "--user", f"alice:{SCRAM_PASSWORD}", "--token-port", str(self.token_port)]
         else:
             args += ["--sasl", "SCRAM-SHA-512", "--user", f"alice:{SCRAM_PASSWORD}"]
         self.front = subprocess.Popen([sys.executable, "-m", "tests.kafka_front", *args],
@@ -56,6 +60,11 @@ class SecureKafka:
         if self.mode == "mtls":
             props.update({"security.protocol": "SSL", "ssl.keystore.location": str(
                 keystore or self.material.path("client.p12")), "ssl.keystore.password": PASSWORD})
+        elif self.mode == "oauth":
+            props.update({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+                          "sasl.oauthbearer.token.endpoint.url": f"https://127.0.0.1:{self.token_port}/token",
+                          "sasl.jaas.config": f'{OAUTH} required clientId="alice" clientSecret="{password}" '
+                                              'scope="kafka";'})
         else:
             props.update({"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
                           "sasl.jaas.config": f'{SCRAM} required username="alice" password="{password}";'})
@@ -120,7 +129,7 @@ def material(tmp_path_factory: pytest.TempPathFactory) -> Material:
     return make_material(tmp_path_factory.mktemp("tls"))
 
 
-@pytest.fixture(scope="module", params=["sasl_ssl", "mtls"])
+@pytest.fixture(scope="module", params=["sasl_ssl", "mtls", "oauth"])
 def secure(request: pytest.FixtureRequest, material: Material,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureKafka]:
     kafka = SecureKafka(tmp_path_factory.mktemp(request.param), material, request.param)
@@ -130,7 +139,9 @@ def secure(request: pytest.FixtureRequest, material: Material,
 
 def _secrets_file(tmp_path: Path, secure: SecureKafka, password: str = SCRAM_PASSWORD) -> Path:
     path = tmp_path / "kafka-secrets.properties"
-    path.write_text(f'jaas={SCRAM} required username="alice" password="{password}";\nkeystore.password={PASSWORD}\n')
+    jaas = f'{OAUTH} required clientId="alice" clientSecret="{password}";' if secure.mode == "oauth" else \
+        f'{SCRAM} required username="alice" password="{password}";'
+    path.write_text(f"jaas={jaas}\nkeystore.password={PASSWORD}\n")
     path.chmod(0o600)
     return path
 
@@ -159,8 +170,8 @@ def test_a_secured_cluster_end_to_end_through_a_crash(secure: SecureKafka, wareh
     secrets = _secrets_file(tmp_path, secure)
     port = free_port()
     # The connector's own consumer login, from the provider: the REST API shows it as written.
-    override, entry = ("sasl.jaas.config", "jaas") if secure.mode == "sasl_ssl" else \
-        ("ssl.keystore.password", "keystore.password")
+    override, entry = ("ssl.keystore.password", "keystore.password") if secure.mode == "mtls" else \
+        ("sasl.jaas.config", "jaas")
     connector = {"name": unique("secure"), "topics": topic, "iceberg.tables": table,
                  "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
                  "iceberg.control.commit.interval-ms": "1500", "errors.tolerance": "all",
@@ -214,12 +225,12 @@ def test_bad_credentials_stop_start_up_with_exit_78_and_commit_nothing(
     code = daemon.wait(timeout=120)
     output = daemon.output()
     assert code == exit_codes.CONFIG, output[-3000:]
-    assert secure.bootstrap in output and ("SASL_SSL" if secure.mode == "sasl_ssl" else "SSL") in output
-    expected = {"wrong password": "refused the login", "untrusted CA": "is not trusted",
-                "no client certificate": "check ssl.keystore.location"}[case]
+    assert secure.bootstrap in output and ("SSL" if secure.mode == "mtls" else "SASL_SSL") in output
+    expected = {"wrong password": "refused client alice" if secure.mode == "oauth" else "refused the login",
+                "untrusted CA": "is not trusted", "no client certificate": "check ssl.keystore.location"}[case]
     assert expected in output
-    if secure.mode == "sasl_ssl":
-        assert "SCRAM-SHA-512" in output
+    if secure.mode != "mtls":
+        assert ("OAUTHBEARER" if secure.mode == "oauth" else "SCRAM-SHA-512") in output
     assert "not-the-Password-1" not in output and "Traceback" not in output
     assert not warehouse.exists(table)
     print(f"{case}: exited in {time.monotonic() - started:.1f}s")

@@ -6,7 +6,8 @@ Precedence follows Kafka Connect: the worker's keys (``security.protocol``,
 a connector's ``consumer.override.*`` and ``producer.override.*`` win.
 
 TLS stores may be PEM or PKCS12 (see :mod:`tabletopic.tls_stores`).  SASL takes
-PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 from Kafka's JAAS line.
+PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 from Kafka's JAAS line, and OAUTHBEARER with
+the client-credentials grant (see :mod:`tabletopic.oauth_token`).
 
 :meth:`KafkaClients.probe` tells a bad configuration (an untrusted certificate, a
 refused client certificate, wrong credentials) from a broker that is down, so the
@@ -30,10 +31,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
+from tabletopic.oauth_token import ClientCredentialsToken, TokenRefused
 from tabletopic.tls_stores import load_keystore, store_type, trusted_pem
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+_LOGIN_MODULES = {"PLAIN": "PlainLoginModule", "SCRAM-SHA-256": "ScramLoginModule", "SCRAM-SHA-512": "ScramLoginModule",
+                  "OAUTHBEARER": "OAuthBearerLoginModule"}
 ROLES = ("consumer", "producer", "admin")
 _SECURITY_PREFIXES = ("security.", "ssl.", "sasl.")
 _JAAS = re.compile(r"^\s*(?P<module>[\w.$]+)\s+(?:required|requisite|sufficient|optional)\s+(?P<options>.*?);?\s*$",
@@ -57,6 +61,7 @@ class Security:
     password: str | None = field(default=None, repr=False)
     context: ssl.SSLContext | None = field(default=None, repr=False)
     client_cert: bool = False
+    token: ClientCredentialsToken | None = field(default=None, repr=False)  # OAUTHBEARER
 
     def describe(self) -> str:
         parts = [self.protocol]
@@ -70,7 +75,9 @@ class Security:
         out: dict[str, Any] = {"security_protocol": self.protocol}
         if self.context is not None:
             out["ssl_context"] = self.context
-        if self.mechanism:
+        if self.token is not None:
+            out.update(sasl_mechanism=self.mechanism, sasl_oauth_token_provider=self.token)
+        elif self.mechanism:
             out.update(sasl_mechanism=self.mechanism, sasl_plain_username=self.username,
                        sasl_plain_password=self.password)
         return out
@@ -87,23 +94,31 @@ def security_of(props: Mapping[str, str]) -> Security:
     mechanism = (props.get("sasl.mechanism") or "GSSAPI").upper()
     if mechanism not in MECHANISMS:
         raise ValueError(f"sasl.mechanism {mechanism} is not supported: use one of {', '.join(MECHANISMS)}")
-    username, password = _jaas_login(props.get("sasl.jaas.config") or "", mechanism)
-    return Security(protocol, mechanism, username, password, context, client_cert)
+    options = _jaas_options(props.get("sasl.jaas.config") or "", mechanism)
+    if mechanism == "OAUTHBEARER":
+        endpoint = props.get("sasl.oauthbearer.token.endpoint.url")
+        if not endpoint:
+            raise ValueError("sasl.mechanism=OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url: tabletopic "
+                             "logs in with the OAuth client-credentials grant")
+        if not options.get("clientId") or "clientSecret" not in options:
+            raise ValueError('sasl.jaas.config needs clientId="..." and clientSecret="..." for OAUTHBEARER')
+        token = ClientCredentialsToken(endpoint, options["clientId"], options["clientSecret"], options.get("scope"),
+                                       context)
+        return Security(protocol, mechanism, options["clientId"], None, context, client_cert, token)
+    if not options.get("username") or "password" not in options:
+        raise ValueError('sasl.jaas.config needs username="..." and password="..."')
+    return Security(protocol, mechanism, options["username"], options["password"], context, client_cert)
 
 
-def _jaas_login(text: str, mechanism: str) -> tuple[str, str]:
+def _jaas_options(text: str, mechanism: str) -> dict[str, str]:
     match = _JAAS.match(text)
     if match is None:
         raise ValueError('sasl.jaas.config must look like: <LoginModule> required username="..." password="...";')
-    module = match.group("module").rsplit(".", 1)[-1]
-    expected = "PlainLoginModule" if mechanism == "PLAIN" else "ScramLoginModule"
+    module, expected = match.group("module").rsplit(".", 1)[-1], _LOGIN_MODULES[mechanism]
     if module != expected:
         raise ValueError(f"sasl.jaas.config uses {module}, but sasl.mechanism={mechanism} needs {expected}")
-    options = {m.group(1): (m.group(2) if m.group(2) is not None else m.group(3)) for m in
-               _OPTION.finditer(match.group("options"))}
-    if not options.get("username") or "password" not in options:
-        raise ValueError("sasl.jaas.config needs username=\"...\" and password=\"...\"")
-    return options["username"], re.sub(r"\\(.)", r"\1", options["password"])
+    return {m.group(1): re.sub(r"\\(.)", r"\1", m.group(2)) if m.group(2) is not None else m.group(3)
+            for m in _OPTION.finditer(match.group("options"))}
 
 
 def _ssl_context(props: Mapping[str, str]) -> tuple[ssl.SSLContext, bool]:
@@ -166,6 +181,8 @@ class KafkaClients:
         import faust
 
         s = self.security("consumer")
+        if s.token is not None:
+            return faust.OAuthCredentials(oauth_cb=s.token, ssl_context=s.context)
         if s.mechanism:
             return faust.SASLCredentials(username=s.username, password=s.password, ssl_context=s.context,
                                          mechanism=s.mechanism)
@@ -184,8 +201,10 @@ class KafkaClients:
         admin = AIOKafkaAdminClient(**self.kwargs(role), request_timeout_ms=int(timeout_s * 1000))
         try:
             await asyncio.wait_for(admin.start(), timeout_s)
-        except (KafkaError, asyncio.TimeoutError, OSError) as exc:
+        except (KafkaError, asyncio.TimeoutError, OSError, TokenRefused) as exc:
             where = self.describe(role)
+            if security.token is not None and security.token.last_error:
+                raise KafkaAccessError(f"{security.token.last_error} ({where})") from None
             if any("Authentication failed" in m or "SaslAuthenticationFailed" in m for m in seen.messages):
                 raise KafkaAccessError(f"the brokers refused the login ({where}): check sasl.jaas.config "
                                        "and sasl.mechanism") from None

@@ -62,3 +62,15 @@ def test_hostname_checks_follow_the_endpoint_identification_key(tmp_path: Path) 
 def test_a_jaas_line_without_a_login_is_refused(jaas: str) -> None:
     why = security_problem({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.jaas.config": jaas})
     assert why is not None and "sasl.jaas.config" in why
+
+
+def test_oauthbearer_takes_client_credentials_from_the_jaas_line() -> None:
+    jaas = ('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="sink" '
+            'clientSecret="cs-1" scope="kafka";')
+    s = security_of({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", "sasl.jaas.config": jaas,
+                     "sasl.oauthbearer.token.endpoint.url": "https://idp/token"})
+    assert s.token is not None and s.token.client_id == "sink" and "cs-1" not in repr(s)
+    assert s.aiokafka()["sasl_oauth_token_provider"] is s.token
+    missing = security_problem({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+                                "sasl.jaas.config": jaas})
+    assert missing is not None and "sasl.oauthbearer.token.endpoint.url" in missing

@@ -95,7 +95,11 @@ WORKER_KEYS: dict[str, Key] = {k.name: k for k in (
     Key("ssl.key.password", KeyType.PASSWORD, None, "Password of an encrypted PEM private key."),
     Key("ssl.endpoint.identification.algorithm", KeyType.STRING, "https",
         "https checks that the broker's certificate names its host; empty turns the check off."),
-    Key("sasl.mechanism", KeyType.STRING, "GSSAPI", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI is not supported)."),
+    Key("sasl.mechanism", KeyType.STRING, "GSSAPI",
+        "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (client credentials); GSSAPI is not supported."),
+    Key("sasl.oauthbearer.token.endpoint.url", KeyType.STRING, None,
+        "OAUTHBEARER: the OAuth token endpoint; the JAAS line of OAuthBearerLoginModule gives clientId, "
+        "clientSecret and an optional scope."),
     Key("sasl.jaas.config", KeyType.PASSWORD, None,
         'Kafka\'s JAAS line: org.apache.kafka.common.security.scram.ScramLoginModule required username="..." '
         'password="...";'),
