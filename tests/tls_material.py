@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +48,7 @@ class Material:
 
 
 def make_material(root: Path) -> Material:
-    """ca.pem, server.pem/.key, client.pem/.key, client.p12, client-keystore.pem, truststore.p12, other-*."""
+    """ca.pem, server and client .pem/.key/.p12/-keystore.pem, truststore.p12 and .jks, client.jks, other-*."""
     root.mkdir(parents=True, exist_ok=True)
 
     def pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -71,4 +72,11 @@ def make_material(root: Path) -> Material:
                 b"tabletopic", key, cert, [ca], serialization.BestAvailableEncryption(PASSWORD.encode())))
         (root / f"{prefix}truststore.p12").write_bytes(pkcs12.serialize_key_and_certificates(
             None, None, None, [ca], serialization.BestAvailableEncryption(PASSWORD.encode())))
+    # JKS as Java's keytool writes it (the JDK is on every machine that runs the tests).
+    keytool = ["keytool", "-noprompt", "-storepass", PASSWORD]
+    subprocess.run([*keytool, "-importcert", "-alias", "ca", "-file", str(root / "ca.pem"), "-keystore",
+                    str(root / "truststore.jks"), "-storetype", "JKS"], check=True, capture_output=True)
+    subprocess.run([*keytool, "-importkeystore", "-srckeystore", str(root / "client.p12"), "-srcstoretype", "PKCS12",
+                    "-srcstorepass", PASSWORD, "-destkeystore", str(root / "client.jks"), "-deststoretype", "JKS"],
+                   check=True, capture_output=True)
     return Material(root)

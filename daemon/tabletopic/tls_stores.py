@@ -1,8 +1,8 @@
 """TLS stores as Kafka names them: PEM or PKCS12 truststores and keystores, read for Python's ``ssl``.
 
-PKCS12 is read with ``cryptography``.  Python's ``ssl`` reads a private key only
-from a file, so a PKCS12 key is handed to it through a 0600 temporary file that
-is removed at once.  JKS is refused with the ``keytool`` line that converts it.
+PKCS12 is read with ``cryptography``, JKS with ``purejks``.  Python's ``ssl`` reads
+a private key only from a file, so a key from a store is handed to it through a
+0600 temporary file that is removed at once.
 Every message names the keys to fix and never a password.
 """
 
@@ -13,6 +13,7 @@ import os
 import ssl
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def store_type(path: str) -> str:
@@ -20,10 +21,23 @@ def store_type(path: str) -> str:
         Path(path).suffix.lower(), "JKS")  # Kafka's default store type is JKS
 
 
-def _jks(key: str, path: Path) -> ValueError:
-    return ValueError(f"{key}.location {path} is a JKS store, which tabletopic does not read; convert it once "
-                      f"with keytool -importkeystore -srckeystore {path} -srcstoretype JKS -destkeystore "
-                      f"{path.with_suffix('.p12')} -deststoretype PKCS12, then set {key}.type=PKCS12")
+def _jks(key: str, path: Path, data: bytes, password: str | None) -> Any:
+    """A JKS store, read with purejks (a maintained fork of pyjks)."""
+    import jks
+
+    try:
+        return jks.KeyStore.loads(data, password or "", try_decrypt_keys=False)
+    except Exception:  # the library raises several kinds for a wrong password or a damaged file
+        raise ValueError(f"{key}.location {path} cannot be opened as JKS: check {key}.password, or convert it "
+                         f"with keytool -importkeystore -srckeystore {path} -srcstoretype JKS -destkeystore "
+                         f"{path.with_suffix('.p12')} -deststoretype PKCS12") from None
+
+
+def _pem_of(der: bytes) -> str:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    return x509.load_der_x509_certificate(der).public_bytes(Encoding.PEM).decode()
 
 
 def _read(key: str, path: Path) -> bytes:
@@ -39,9 +53,14 @@ def trusted_pem(key: str, path: Path, kind: str, password: str | None) -> str:
     if kind == "PEM":
         return data.decode()
     if kind == "JKS":
-        raise _jks(key, path)
+        store = _jks(key, path, data, password)
+        certs = [e.cert for e in store.certs.values()] + \
+            [der for e in store.private_keys.values() for _, der in e.cert_chain]
+        if not certs:
+            raise ValueError(f"{key}.location {path} holds no certificate")
+        return "".join(_pem_of(der) for der in certs)
     if kind != "PKCS12":
-        raise ValueError(f"{key}.type {kind} is not supported: use PEM or PKCS12")
+        raise ValueError(f"{key}.type {kind} is not supported: use PEM, PKCS12 or JKS")
     from cryptography.hazmat.primitives.serialization import Encoding, pkcs12
 
     try:
@@ -59,9 +78,9 @@ def load_keystore(key: str, context: ssl.SSLContext, path: Path, kind: str, pass
     """Load a key and its certificate chain into ``context``; ``key`` is its keys' prefix (ssl.keystore)."""
     data = _read(f"{key}.location", path)
     if kind == "JKS":
-        raise _jks(key, path)
-    if kind not in ("PEM", "PKCS12"):
-        raise ValueError(f"{key}.type {kind} is not supported: use PEM or PKCS12")
+        data, key_password = _jks_key_pem(key, path, data, password, key_password), None
+    elif kind not in ("PEM", "PKCS12"):
+        raise ValueError(f"{key}.type {kind} is not supported: use PEM, PKCS12 or JKS")
     if kind == "PKCS12":
         from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, pkcs12
 
@@ -87,3 +106,24 @@ def load_keystore(key: str, context: ssl.SSLContext, path: Path, kind: str, pass
     finally:
         with contextlib.suppress(OSError):
             os.unlink(name)
+
+
+def _jks_key_pem(key: str, path: Path, data: bytes, password: str | None, key_password: str | None) -> bytes:
+    from cryptography.hazmat.primitives.serialization import (
+        Encoding,
+        NoEncryption,
+        PrivateFormat,
+        load_der_private_key,
+    )
+
+    entries = list(_jks(key, path, data, password).private_keys.values())
+    if not entries:
+        raise ValueError(f"{key}.location {path} holds no private key")
+    entry = entries[0]
+    try:
+        entry.decrypt(key_password or password or "")
+    except Exception:
+        raise ValueError(f"{key}.location {path}: its key does not open with ssl.key.password") from None
+    private = load_der_private_key(entry.pkey_pkcs8, None)
+    return private.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()) + \
+        "".join(_pem_of(der) for _, der in entry.cert_chain).encode()

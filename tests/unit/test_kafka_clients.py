@@ -26,10 +26,11 @@ def test_worker_keys_then_role_prefixes_then_connector_overrides() -> None:
     assert "a\"b c" not in repr(consumer) and "a\"b c" not in clients.describe("consumer")
 
 
-def test_pem_and_pkcs12_stores_make_the_same_context(tmp_path: Path) -> None:
+def test_pem_pkcs12_and_jks_stores_make_the_same_context(tmp_path: Path) -> None:
     m = make_material(tmp_path)
     for trust, keystore in ((m.path("ca.pem"), m.path("client-keystore.pem")),
-                            (m.path("truststore.p12"), m.path("client.p12"))):
+                            (m.path("truststore.p12"), m.path("client.p12")),
+                            (m.path("truststore.jks"), m.path("client.jks"))):
         s = security_of({"security.protocol": "SSL", "ssl.truststore.location": str(trust),
                          "ssl.truststore.password": PASSWORD, "ssl.keystore.location": str(keystore),
                          "ssl.keystore.password": PASSWORD})
@@ -40,10 +41,13 @@ def test_pem_and_pkcs12_stores_make_the_same_context(tmp_path: Path) -> None:
 
 def test_store_problems_say_what_to_do(tmp_path: Path) -> None:
     m = make_material(tmp_path)
-    jks = tmp_path / "truststore.jks"
+    jks = tmp_path / "damaged.jks"
     jks.write_bytes(b"\xfe\xed\xfe\xed")
     assert "keytool -importkeystore" in (security_problem({"security.protocol": "SSL",
                                                            "ssl.truststore.location": str(jks)}) or "")
+    wrong_jks = security_problem({"security.protocol": "SSL", "ssl.keystore.location": str(m.path("client.jks")),
+                                  "ssl.keystore.password": "nope-nope"})
+    assert wrong_jks is not None and "check ssl.keystore.password" in wrong_jks
     wrong = security_problem({"security.protocol": "SSL", "ssl.keystore.location": str(m.path("client.p12")),
                               "ssl.keystore.password": "nope-nope"})
     assert wrong is not None and "check ssl.keystore.password" in wrong and "nope-nope" not in wrong

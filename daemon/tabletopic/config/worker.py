@@ -54,6 +54,8 @@ def _bootstrap_problem(value: list[str]) -> str | None:
     return None
 
 
+_STORE_TYPE = "PEM, PKCS12 or JKS; unset: from the file's suffix (JKS otherwise)."
+
 WORKER_KEYS: dict[str, Key] = {k.name: k for k in (
     Key("bootstrap.servers", KeyType.LIST, ["localhost:9092"], "Kafka brokers, HOST:PORT, comma-separated.",
         validator=_bootstrap_problem),
@@ -86,11 +88,12 @@ WORKER_KEYS: dict[str, Key] = {k.name: k for k in (
     Key("security.protocol", KeyType.STRING, "PLAINTEXT", "How every Kafka client connects.",
         allowed=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
     Key("ssl.truststore.location", KeyType.STRING, None,
-        "CA certificates that sign the brokers' certificates (PEM or PKCS12). Unset: the system's."),
-    Key("ssl.truststore.type", KeyType.STRING, None, "PEM, PKCS12 (JKS must be converted); unset: from the suffix."),
-    Key("ssl.truststore.password", KeyType.PASSWORD, None, "Password of a PKCS12 truststore."),
-    Key("ssl.keystore.location", KeyType.STRING, None, "Client certificate and key for mutual TLS (PEM or PKCS12)."),
-    Key("ssl.keystore.type", KeyType.STRING, None, "PEM, PKCS12 (JKS must be converted); unset: from the suffix."),
+        "CA certificates that sign the brokers' certificates (PEM, PKCS12 or JKS). Unset: the system's."),
+    Key("ssl.truststore.type", KeyType.STRING, None, _STORE_TYPE),
+    Key("ssl.truststore.password", KeyType.PASSWORD, None, "Password of a PKCS12 or JKS truststore."),
+    Key("ssl.keystore.location", KeyType.STRING, None,
+        "Client certificate and key for mutual TLS (PEM, PKCS12 or JKS)."),
+    Key("ssl.keystore.type", KeyType.STRING, None, _STORE_TYPE),
     Key("ssl.keystore.password", KeyType.PASSWORD, None, "Password of the keystore."),
     Key("ssl.key.password", KeyType.PASSWORD, None, "Password of an encrypted PEM private key."),
     Key("ssl.endpoint.identification.algorithm", KeyType.STRING, "https",
@@ -110,7 +113,7 @@ WORKER_KEYS: dict[str, Key] = {k.name: k for k in (
         "(org.apache.kafka.common.config.provider)."),
     Key("listeners.https.ssl.keystore.location", KeyType.STRING, None,
         "Certificate and key of an https:// listener (PEM or PKCS12)."),
-    Key("listeners.https.ssl.keystore.type", KeyType.STRING, None, "PEM or PKCS12; unset: from the suffix."),
+    Key("listeners.https.ssl.keystore.type", KeyType.STRING, None, _STORE_TYPE),
     Key("listeners.https.ssl.keystore.password", KeyType.PASSWORD, None, "Password of that keystore."),
     Key("listeners.https.ssl.key.password", KeyType.PASSWORD, None, "Password of an encrypted PEM key."),
     Key("rest.authentication.method", KeyType.STRING, "NONE",
@@ -120,7 +123,7 @@ WORKER_KEYS: dict[str, Key] = {k.name: k for k in (
         "The listener's users, one 'user: password' line each (Connect's PropertyFileLoginModule format)."),
     Key("schema.registry.ssl.keystore.location", KeyType.STRING, None,
         "Certificate and key of an https:// built-in registry (PEM or PKCS12)."),
-    Key("schema.registry.ssl.keystore.type", KeyType.STRING, None, "PEM or PKCS12; unset: from the suffix."),
+    Key("schema.registry.ssl.keystore.type", KeyType.STRING, None, _STORE_TYPE),
     Key("schema.registry.ssl.keystore.password", KeyType.PASSWORD, None, "Password of that keystore."),
     Key("schema.registry.ssl.key.password", KeyType.PASSWORD, None, "Password of an encrypted PEM key."),
     Key("schema.registry.authentication.method", KeyType.STRING, "NONE",
