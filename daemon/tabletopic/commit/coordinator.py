@@ -82,17 +82,20 @@ class Coordinator:
         self.partitions = partitions
         self._metrics.coordinator.set(1 if leader else 0)
 
-    def _step_down(self, newer: int) -> None:
-        # A newer generation has a coordinator: this member lost the role while it was away (paused,
-        # cut off). Its commits would be refused by the tables' epoch anyway; stop trying.
-        self._log.warning("a newer coordinator exists; no longer coordinating", epoch=self.epoch, newer=newer)
-        self.leader = False
-        self._metrics.coordinator.set(0)
+    def resign(self, why: str) -> None:
+        """Stop coordinating now (a revocation, or a newer coordinator); the next assignment decides again.
+
+        Its commits would be refused by the tables' epoch anyway: this only stops it trying.
+        """
+        if self.leader:
+            self._log.warning("no longer coordinating", epoch=self.epoch, reason=why)
+            self.leader = False
+            self._metrics.coordinator.set(0)
 
     # -- messages -----------------------------------------------------------------------------------
     async def receive(self, message: Message) -> None:
         if self.leader and message.epoch > self.epoch:
-            self._step_down(message.epoch)
+            self.resign(f"a coordinator of generation {message.epoch} exists")
         if isinstance(message, Answer) and self.leader:
             self._on_answer(message)
 

@@ -88,13 +88,19 @@ class Member:
                       generation: int) -> None:
         """Coordinate while this member owns the first partition of the connector's topics."""
         self.generation = generation
-        ready = [m for m in self._held if m.epoch <= generation]
-        for message in ready:
+        for message in [m for m in self._held if m.epoch <= generation]:
             self._held.remove(message)
-            self.channel.messages.put_nowait(message)
+            if message.epoch == generation:  # one of an earlier generation is over, and is dropped
+                self.channel.messages.put_nowait(message)
         first = min(everything) if everything else None
         self.coordinator.on_assignment(first is not None and first in set(assigned), generation,
                                        frozenset(everything))
+
+    def on_revoked(self, revoked: Iterable[TopicPartition], everything: set[TopicPartition]) -> None:
+        """A member that loses the first partition stops coordinating at once, before the rebalance ends."""
+        first = min(everything) if everything else None
+        if first is not None and first in set(revoked):
+            self.coordinator.resign("its first partition was revoked")
 
     # -- messages -----------------------------------------------------------------------------------
     async def _dispatch(self) -> None:

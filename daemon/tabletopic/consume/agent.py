@@ -182,6 +182,8 @@ class FaustConsumer:
     async def _on_revoked(self, sender: Any, revoked: set[TP], **_: Any) -> None:
         tps = {(tp.topic, tp.partition) for tp in revoked}
         self.log.info("partitions revoked", partitions=len(tps))
+        if tps:
+            self.member.on_revoked(tps, self._all_partitions())
         await self.task.on_revoked(tps)
 
     async def _reseek_all(self) -> None:

@@ -71,3 +71,25 @@ def test_an_answer_without_a_verdict_for_too_long_makes_the_member_unready() -> 
     member.worker._waiting_since -= 3 * 3600 + 31
     ok, why = member.health()
     assert not ok and "no verdict" in why
+
+
+def test_losing_the_first_partition_ends_the_role_at_once() -> None:
+    member, _ = _member()
+    member.on_assignment({TP0, TP1}, {TP0, TP1}, generation=4)
+    member.on_revoked({TP1}, {TP0, TP1})
+    assert member.coordinator.leader
+    member.on_revoked({TP0}, {TP0, TP1})
+    assert not member.coordinator.leader
+
+
+def test_held_messages_of_a_generation_that_is_over_are_dropped() -> None:
+    async def go() -> None:
+        member, sent = _member()
+        dispatch = asyncio.create_task(member._dispatch())
+        member.channel.messages.put_nowait(Start("c", "of-gen-5", 5))
+        await settle()
+        member.on_assignment({TP0}, {TP0, TP1}, generation=6)  # generation 5 came and went meanwhile
+        await settle()
+        assert sent == []
+        dispatch.cancel()
+    run(go())
