@@ -116,6 +116,60 @@ def test_v1_v2_v3_from_the_registry_evolve_one_table(bootstrap: str, spark: Spar
     assert versions == [1, 2, 3]
 
 
+def ship_schema(version: int) -> dict[str, Any]:
+    ship: list[dict[str, Any]] = [{"name": "city", "type": "string"}]
+    if version >= 3:
+        ship.append({"name": "zip", "type": ["null", "string"], "default": None})
+    fields: list[dict[str, Any]] = [{"name": "id", "type": "long"}]
+    if version >= 2:
+        fields += [{"name": "ship", "type": ["null", {"type": "record", "name": "Ship", "fields": ship}],
+                    "default": None},
+                   {"name": "tags", "type": ["null", {"type": "array", "items": "string"}], "default": None},
+                   {"name": "attrs", "type": ["null", {"type": "map", "values": "long"}], "default": None}]
+    return {"type": "record", "name": "Parcel", "namespace": "shop", "fields": fields}
+
+
+def parcel(version: int, i: int) -> dict[str, Any]:
+    if version == 1:
+        return {"id": i}
+    ship = {"city": f"c{i}", **({"zip": f"z{i}"} if version >= 3 else {})}
+    return {"id": i, "ship": ship, "tags": [f"t{i}"], "attrs": {"k": i}}
+
+
+def test_new_struct_list_and_map_columns_then_a_field_inside_the_new_struct(
+        bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
+    topic, table = unique("parcels"), "avro.parcels"
+    create_topic(bootstrap, topic, 1)
+    worker, url = _registry_worker(bootstrap)
+    connector = {"name": unique("avro"), "topics": topic, "iceberg.tables": table,
+                 "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.evolve-schema-enabled": "true",
+                 "errors.tolerance": "all", "iceberg.control.commit.interval-ms": "1000",
+                 **warehouse.connector_props()}
+
+    async def during(daemon: Any) -> None:
+        for version, ids in ((1, range(0, 60)), (2, range(60, 120)), (3, range(120, 180))):
+            serialize = _serializer(url, ship_schema(version))
+            await asyncio.to_thread(produce, bootstrap, topic,
+                                    [(None, serialize(topic, parcel(version, i)), 0) for i in ids])
+            await asyncio.sleep(1.5)  # a commit between versions: the table evolves in place
+
+    code, _ = run_in_process(spark, worker, [connector], until=_done(table, 180), during=during)
+    assert code == 0
+    rows = {r.id: r for r in warehouse.rows(table, "id, ship, tags, attrs")}
+    assert sorted(rows) == list(range(180))
+    assert rows[5].ship is None and rows[5].tags is None and rows[5].attrs is None
+    assert rows[70].ship.city == "c70" and rows[70].ship.zip is None
+    assert rows[70].tags == ["t70"] and rows[70].attrs == {"k": 70}
+    assert rows[150].ship.zip == "z150"
+    schema = warehouse.table(table).schema()
+    assert str(schema.findField("attrs").type()) == "map<string, long>"
+    assert schema.findField("ship.zip").isOptional()
+    duck = duckdb_connection().execute(
+        "SELECT count(*), count(ship), count(ship.zip), count(tags), sum(attrs['k']) "
+        f"FROM iceberg_scan('{warehouse.location(table)}')").fetchone()
+    assert duck == (180, 120, 60, 120, sum(range(60, 180)))
+
+
 EVERY_TYPE: dict[str, Any] = {"type": "record", "name": "Everything", "namespace": "t", "fields": [
     {"name": "id", "type": "long"},
     {"name": "flag", "type": "boolean"},

@@ -2,8 +2,9 @@
 
 With ``iceberg.tables.evolve-schema-enabled`` a record may bring:
 
-* new fields, at the top level or inside structs (also structs inside lists): added as
-  optional columns, so rows written before read them as null;
+* new fields of any type (primitives, structs, lists, maps), at the top level or inside
+  structs (also structs inside lists): added as optional columns, so rows written before
+  read them as null;
 * wider types: int to long, float to double, a decimal of higher precision (same scale);
 * an optional field where the table has a required column: the column becomes optional.
 
@@ -131,4 +132,6 @@ def apply(jvm: Any, table: Any, changes: list[Change]) -> None:
 def _iceberg_type(jvm: Any, arrow_type: pa.DataType | None) -> Any:
     assert arrow_type is not None
     spark_type = jvm.org.apache.spark.sql.types.DataType.fromJson(from_arrow_type(arrow_type).json())
-    return jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(spark_type)
+    converted = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(spark_type)
+    # py4j picks convert(StructType), which returns a Schema, for a struct: a column needs its type.
+    return converted.asStruct() if converted.getClass().getSimpleName() == "Schema" else converted
