@@ -70,6 +70,9 @@ class Coordinator:
 
     # -- election -----------------------------------------------------------------------------------
     def on_assignment(self, leader: bool, generation: int, partitions: frozenset[TopicPartition]) -> None:
+        if generation != self.epoch or not leader:
+            # Members of the round under way may have left: it would wait out its timeout for them.
+            self._round_done.set()
         if leader and (not self.leader or generation != self.epoch):
             self.epoch = generation
             self._answers.clear()
@@ -91,6 +94,7 @@ class Coordinator:
             self._log.warning("no longer coordinating", epoch=self.epoch, reason=why)
             self.leader = False
             self._metrics.coordinator.set(0)
+            self._round_done.set()
 
     # -- messages -----------------------------------------------------------------------------------
     async def receive(self, message: Message) -> None:
@@ -133,7 +137,10 @@ class Coordinator:
             await asyncio.wait_for(self._wake.wait(), max(0.0, deadline - self._clock()))
         self._wake.clear()
 
-    async def wait_idle(self) -> None:
+    async def close(self) -> None:
+        """No more interval rounds; the round under way commits what has arrived, now."""
+        self.closing = True
+        self._round_done.set()
         async with self._lock:
             pass
 
@@ -151,9 +158,13 @@ class Coordinator:
                     await asyncio.wait_for(self._round_done.wait(), self._timeout_s)
             finally:
                 self._round = None
+            if not self.leader:
+                # Resigned meanwhile: the next coordinator gets these answers again from their workers.
+                self._log.info("round abandoned: no longer coordinating", commit_id=state.commit_id)
+                return
             if not state.is_complete:
-                self._log.warning("round timed out; committing what arrived, the rest waits for the next",
-                                  missing=[f"{t}[{p}]" for t, p in state.missing()][:20])
+                self._log.warning("round ended before every partition answered; committing what arrived, the rest "
+                                  "waits for the next", missing=[f"{t}[{p}]" for t, p in state.missing()][:20])
             answers, self._answers = list(self._answers.values()), {}
             await self._commit(state, answers)
 

@@ -129,9 +129,8 @@ class Member:
         their partitions reads again: nothing is lost either way. False only if no coordinator
         answered in time; those records, too, are read again.
         """
-        self.coordinator.closing = True
         deadline = time.monotonic() + timeout_s
-        await self.coordinator.wait_idle()  # the round under way finishes first
+        await self.coordinator.close()  # the round under way commits what has arrived
         worker = self.worker
         for _ in range(4):
             if worker.in_flight is not None:

@@ -106,3 +106,50 @@ def test_rounds_come_once_per_interval_counted_from_each_start() -> None:
         # Not 10, 24, 38: a round's own time does not push the next one back.
         assert deadlines == [10.0, 20.0, 30.0, 40.0]
     run(go())
+
+
+def test_a_rebalance_ends_the_round_under_way_instead_of_its_timeout() -> None:
+    async def go() -> None:
+        coordinator, channel, tables = _coordinator(timeout_s=3600.0)
+        task = asyncio.create_task(coordinator.run_round("interval"))
+        await settle()
+        [start] = channel.of(Start)
+        await coordinator.receive(answer("a1", start.commit_id, [TP1], {TP1: (0, 10)}, {"db.t": {}},
+                                         {"db.t": files("/wh/1")}))
+        coordinator.on_assignment(True, 2, frozenset({TP0, TP1}))  # t[0]'s member left: it will never answer
+        await asyncio.wait_for(task, 30)  # a guard against a hang: only the rebalance can end this round
+        # A new epoch starts from the tables: a1's worker sends it again to the new epoch's round.
+        assert channel.of(Verdict)[0].accepted == () and tables.offsets == {}
+        task = asyncio.create_task(coordinator.run_round("interval"))
+        await settle()
+        again = answer("a1", channel.of(Start)[1].commit_id, [TP0, TP1], {TP1: (0, 10)}, {"db.t": {}},
+                       {"db.t": files("/wh/1")}, epoch=2)
+        await coordinator.receive(again)
+        await asyncio.wait_for(task, 30)
+        assert channel.of(Verdict)[1].accepted == ("a1",) and tables.offsets == {"db.t": {TP1: 10}}
+    run(go())
+
+
+def test_closing_commits_what_arrived_now() -> None:
+    async def go() -> None:
+        coordinator, channel, tables = _coordinator(timeout_s=3600.0)
+        task = asyncio.create_task(coordinator.run_round("interval"))
+        await settle()
+        await coordinator.receive(answer("a1", channel.of(Start)[0].commit_id, [TP1], {TP1: (0, 4)}, {"db.t": {}},
+                                         {"db.t": files("/wh/1")}))
+        await asyncio.wait_for(coordinator.close(), 30)
+        assert task.done() and tables.offsets == {"db.t": {TP1: 4}}
+    run(go())
+
+
+def test_a_coordinator_that_resigns_mid_round_commits_nothing() -> None:
+    async def go() -> None:
+        coordinator, channel, tables = _coordinator(timeout_s=3600.0)
+        task = asyncio.create_task(coordinator.run_round("interval"))
+        await settle()
+        await coordinator.receive(answer("a1", channel.of(Start)[0].commit_id, [TP1], {TP1: (0, 4)}, {"db.t": {}},
+                                         {"db.t": files("/wh/1")}))
+        coordinator.resign("its first partition was revoked")
+        await asyncio.wait_for(task, 30)
+        assert channel.of(Verdict) == [] and tables.offsets == {}
+    run(go())
