@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +18,7 @@ from tabletopic import exit_codes
 from tabletopic.commit.table_committer import TableCommitter
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
+from tabletopic.demo.broker import free_port
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
@@ -144,3 +150,60 @@ def test_a_coordinator_of_an_older_generation_is_refused(spark: SparkRuntime, wa
         committer.commit(handle, None, {("t", 0): 20}, {("t", 0): 10}, None, epoch=6)
     committer.commit(handle, None, {("t", 0): 20}, {("t", 0): 10}, None, epoch=8)
     assert warehouse.offsets(table, "connect-epochs") == {("t", 0): 20}
+
+
+def _java_child(pid: int) -> int:
+    """The driver JVM the daemon ``pid`` started (a child in a session of its own)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid and "java" in (stat.parent / "cmdline").read_bytes().decode(errors="replace"):
+                return int(stat.parent.name)
+        except (OSError, IndexError, ValueError):
+            continue
+    raise AssertionError(f"no java child of {pid}")
+
+
+def _dead(pid: int) -> bool:
+    """Every thread gone (a killed JVM's leader turns zombie while its other threads still wind down)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state in ("Z", "X") and len(list(Path(f"/proc/{pid}/task").iterdir())) <= 1
+    except OSError:
+        return True
+
+
+@pytest.mark.slow
+def test_a_killed_jvm_stops_the_daemon_and_a_restart_loses_nothing(bootstrap: str, warehouse: Warehouse,
+                                                                 tmp_path: Path) -> None:
+    topic, table = unique("jvmkill"), "life.jvmkill"
+    create_topic(bootstrap, topic, 1)
+    port = free_port()
+    connector = _connector(topic, table, warehouse, **{"iceberg.control.commit.interval-ms": "1000"})
+    group = f"connect-{connector['name']}"
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap, listeners=f"http://127.0.0.1:{port}"),
+                           [connector]).start()
+    produce(bootstrap, topic, _records(0, 2000))
+    wait_until(lambda: sum(warehouse.offsets(table, group).values()) == 2000, 120, "a first commit", daemon)
+    produce(bootstrap, topic, _records(2000, 3000))
+    assert daemon.proc is not None
+    jvm = _java_child(daemon.proc.pid)
+    os.kill(jvm, signal.SIGKILL)
+    wait_until(lambda: _dead(jvm), 30, "the JVM gone", every=0.05)
+    answers = []
+    while daemon.alive():  # until it exits: /health must never say the daemon is well
+        try:
+            answers.append(urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).status)
+        except urllib.error.HTTPError as exc:
+            answers.append(exc.code)
+        except OSError:
+            answers.append(0)  # the listener is already closed
+        time.sleep(0.2)
+    assert daemon.wait(timeout=60) == exit_codes.FAILED, daemon.output()[-3000:]
+    assert 200 not in answers and answers, answers
+    assert "the Spark driver JVM died" in daemon.output()
+    daemon.start()  # what systemd or Kubernetes does: the table goes on from its offsets
+    wait_until(lambda: sum(warehouse.offsets(table, group).values()) == 3000, 120, "everything committed", daemon)
+    assert daemon.terminate() == 0
+    count, distinct = warehouse.sql(f"SELECT count(*), count(DISTINCT id) FROM {{c}}.{table}")[0]
+    assert (count, distinct) == (3000, 3000)

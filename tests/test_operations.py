@@ -214,7 +214,11 @@ def test_compose_and_kubernetes_files_match_the_project() -> None:
     assert "EXPOSE 8083" in dockerfile and "USER 10001" in dockerfile and "openjdk-17-jre-headless" in dockerfile
     docs = [d for p in (ROOT / "deploy" / "kubernetes").glob("*.yaml") for d in yaml.safe_load_all(p.read_text())]
     kinds = {d["kind"]: d for d in docs}
-    assert {"Deployment", "ConfigMap", "Service", "ServiceMonitor", "Secret"} <= set(kinds)
+    assert {"Deployment", "ConfigMap", "Service", "ServiceMonitor", "Secret", "PersistentVolumeClaim"} <= set(kinds)
+    volumes = kinds["Deployment"]["spec"]["template"]["spec"]["volumes"]
+    assert not [v for v in volumes if "emptyDir" in v]  # a rollout must never empty the warehouse
+    state = next(v for v in volumes if v["name"] == "state")
+    assert state["persistentVolumeClaim"]["claimName"] == kinds["PersistentVolumeClaim"]["metadata"]["name"]
     secrets = {v["name"]: v for v in kinds["Deployment"]["spec"]["template"]["spec"]["volumes"] if "secret" in v}
     assert secrets["kafka-secrets"]["secret"]["secretName"] == kinds["Secret"]["metadata"]["name"]
     container = kinds["Deployment"]["spec"]["template"]["spec"]["containers"][0]

@@ -33,6 +33,7 @@ from tabletopic.write.spark_session import SparkRuntime
 
 log = structlog.get_logger(__name__)
 _LEAVE_GROUP_TIMEOUT_S = 20.0
+_JVM_CHECK_S = 1.0
 
 
 @dataclass
@@ -77,6 +78,7 @@ class Standalone:
                                                          worker.registry_security)
         self.stop_requested = asyncio.Event()
         self._stopping = asyncio.Event()
+        self._jvm_lost: asyncio.Future[int] | None = None
 
     async def _build(self) -> None:
         if self.schema_registry is not None:
@@ -112,7 +114,7 @@ class Standalone:
         if self.worker.listeners:
             self.http = HttpServer(self.worker.listeners[0], self.registry, [
                 ConnectorView(c.config.name, redact(c.config.written), _status(c), c.ready) for c in self.connectors],
-                self.worker.rest_security)
+                self.worker.rest_security, self._alive)
             await self.http.start()
             log.info("listening", url=f"{self.worker.rest_security.scheme}://{self.http.host}:{self.http.port}")
         for c in self.connectors:
@@ -133,7 +135,13 @@ class Standalone:
         failed = [asyncio.ensure_future(c.consumer.failed.wait()) for c in self.connectors]
         members = {c.member.error_future: c for c in self.connectors if c.member.error_future is not None}
         stop = asyncio.ensure_future(self.stop_requested.wait())
-        done, _ = await asyncio.wait([stop, *failed, *members], return_when=asyncio.FIRST_COMPLETED)
+        self._jvm_lost = asyncio.get_running_loop().create_future()
+        watcher = asyncio.ensure_future(self._watch_jvm())
+        done, _ = await asyncio.wait([stop, *failed, *members, self._jvm_lost], return_when=asyncio.FIRST_COMPLETED)
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+        if self._jvm_lost.done():
+            return await self.shutdown(exit_code=exit_codes.FAILED)
         code = 0
         for future in done:
             if future in members and not future.cancelled() and future.exception() is not None:
@@ -173,6 +181,8 @@ class Standalone:
             try:
                 if c.member.failed:
                     raise _FinalCommitFailed("the connector's commit protocol failed")
+                if self.spark.jvm_exit() is not None:
+                    raise _FinalCommitFailed("the Spark driver JVM is gone")
                 await asyncio.wait_for(self._final_barrier(c, timeout * 0.9), timeout)
             except asyncio.TimeoutError:
                 log.error("final commit did not finish in task.shutdown.graceful.timeout.ms; "
@@ -197,10 +207,27 @@ class Standalone:
             await self.http.stop()
         if self.schema_registry is not None:
             await asyncio.to_thread(self.schema_registry.stop)
-        if self._owns_spark:
+        if self._owns_spark and self.spark.jvm_exit() is None:
             await asyncio.to_thread(self.spark.stop)
         log.info("stopped", exit_code=code)
         return code
+
+    def _alive(self) -> tuple[bool, str]:
+        code = self.spark.jvm_exit()
+        if code is not None:
+            return False, f"the Spark driver JVM exited with code {code}"
+        return True, "ok"
+
+    async def _watch_jvm(self) -> None:
+        """The JVM's life is the daemon's: if it dies, stop, so the service manager starts both anew."""
+        while True:
+            await asyncio.sleep(_JVM_CHECK_S)
+            code = self.spark.jvm_exit()
+            if code is not None and self._jvm_lost is not None and not self._jvm_lost.done():
+                log.error("the Spark driver JVM died; stopping without a final commit: what was not committed is "
+                          "read again on restart", jvm_pid=self.spark.jvm_pid(), jvm_exit_code=code)
+                self._jvm_lost.set_result(code)
+                return
 
     async def _final_barrier(self, c: _Connector, timeout_s: float) -> None:
         await c.task.writer.wait_for_flushes()

@@ -26,13 +26,15 @@ class ConnectorView:
 
 class HttpServer:
     def __init__(self, listener: str, registry: CollectorRegistry, connectors: list[ConnectorView],
-                 security: ListenerSecurity | None = None) -> None:
+                 security: ListenerSecurity | None = None,
+                 alive: Callable[[], tuple[bool, str]] = lambda: (True, "ok")) -> None:
         parsed = urlparse(listener)
         self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port if parsed.port is not None else 8083
         self._registry = registry
         self._connectors = {c.name: c for c in connectors}
         self._runner: web.AppRunner | None = None
         self._security = security or ListenerSecurity()
+        self._alive = alive
         app = web.Application(middlewares=[self._security.middleware])
         app.router.add_get("/", self._root)
         app.router.add_get("/health", self._health)
@@ -63,7 +65,9 @@ class HttpServer:
         return web.json_response({"version": __version__, "commit": "", "kafka_cluster_id": ""})
 
     async def _health(self, _: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
+        ok, why = self._alive()
+        return web.json_response({"status": "ok"} if ok else {"status": "down", "reason": why},
+                                 status=200 if ok else 503)
 
     async def _ready(self, _: web.Request) -> web.Response:
         reasons = {}

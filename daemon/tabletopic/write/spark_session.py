@@ -68,6 +68,17 @@ class SparkRuntime:
     def jvm(self) -> Any:
         return self.session.sparkContext._jvm
 
+    def jvm_exit(self) -> int | None:
+        """The driver JVM's exit code once it has died (the OOM killer, say); None while it runs or before it starts."""
+        if self._session is None:
+            return None
+        proc = getattr(SparkContext._gateway, "proc", None)
+        return None if proc is None else proc.poll()
+
+    def jvm_pid(self) -> int | None:
+        proc = getattr(SparkContext._gateway, "proc", None)
+        return None if proc is None else int(proc.pid)
+
     def _start(self) -> SparkSession:
         classpath = self._classpath or build_classpath()
         conf = dict(self._conf)
