@@ -104,7 +104,7 @@ def test_string_and_bytearray_converters_in_one_process(bootstrap: str, spark: S
 
     def done(daemon: object) -> bool:
         tasks = [c.task for c in daemon.connectors]  # type: ignore[attr-defined]
-        return all(sum(t.coordinator.table_offsets.get(name, {}).values()) >= 25
+        return all(sum(t.committed_offsets(name).values()) >= 25
                    for t, name in zip(tasks, ["raw.text", "raw.bytes"], strict=True))
 
     code, _ = run_in_process(spark, worker_props(bootstrap, listeners="http://127.0.0.1:0"), connectors,

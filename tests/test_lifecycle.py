@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -22,6 +25,7 @@ from tabletopic.demo.broker import free_port
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
+    ROOT,
     DaemonProcess,
     Warehouse,
     create_topic,
@@ -207,3 +211,40 @@ def test_a_killed_jvm_stops_the_daemon_and_a_restart_loses_nothing(bootstrap: st
     assert daemon.terminate() == 0
     count, distinct = warehouse.sql(f"SELECT count(*), count(DISTINCT id) FROM {{c}}.{table}")[0]
     assert (count, distinct) == (3000, 3000)
+
+
+@pytest.mark.parametrize("moment", ['"spark session started"', '"connector started"'])
+def test_sigterm_during_start_up_stops_within_the_stop_timeout(moment: str, bootstrap: str, warehouse: Warehouse,
+                                                               tmp_path: Path) -> None:
+    topic = unique("early")
+    create_topic(bootstrap, topic, 1)
+    connectors = [_connector(topic, f"life.early{i}", warehouse) for i in range(2)]
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), connectors).start()
+    wait_until(lambda: moment in daemon.output(), 120, f"start-up reaches {moment}", daemon, every=0.05)
+    unit = (ROOT / "deploy" / "systemd" / "tabletopic.service").read_text()
+    stop_timeout = int(re.search(r"^TimeoutStopSec=(\d+)s", unit, re.M).group(1))  # type: ignore[union-attr]
+    assert daemon.terminate(timeout=stop_timeout) == exit_codes.OK, daemon.output()[-3000:]
+    assert '"stopped"' in daemon.output()
+
+
+def test_a_second_signal_exits_at_once_without_a_final_commit(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two signals sent back to back reach a process as one, so the handler is driven directly.
+    from tabletopic import standalone
+
+    exits: list[int] = []
+    monkeypatch.setattr(standalone.os, "_exit", exits.append)
+    daemon = standalone.Standalone(parse_worker({"listeners": ""}), [])
+    daemon._on_signal(signal.SIGTERM)
+    assert daemon.stop_requested.is_set() and exits == []  # the first asks for a graceful stop
+    daemon._on_signal(signal.SIGTERM)
+    assert exits == [exit_codes.FAILED]
+
+
+def test_a_configuration_error_exits_78(tmp_path: Path) -> None:
+    worker, connector = tmp_path / "w.properties", tmp_path / "c.properties"
+    worker.write_text("bootstrap.servers=127.0.0.1:9\nlisteners=\n")
+    connector.write_text("name=x\ntopics=t\niceberg.tables=db.t\niceberg.control.commit.interval-ms=soon\n")
+    proc = subprocess.run([sys.executable, "-m", "tabletopic.cli", "standalone", str(worker), str(connector)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == exit_codes.CONFIG
+    assert "iceberg.control.commit.interval-ms='soon': must be a whole number" in proc.stderr

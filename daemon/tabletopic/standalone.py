@@ -9,6 +9,7 @@ buffered, the consumer leaves its group and the process exits 0.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ class _Connector:
     task: SinkTask
     consumer: FaustConsumer
     member: Member
+    started: bool = False  # its consumer joined the group: shutdown has something to commit and leave
 
     def ready(self) -> tuple[bool, str]:
         ok, why = self.task.ready()
@@ -88,6 +90,8 @@ class Standalone:
                 raise StartupError(f"{exc}; check bootstrap.servers and schema.registry.listeners") from exc
         await asyncio.to_thread(lambda: self.spark.session)
         for config in self._configs:
+            if self.stop_requested.is_set():
+                return  # a signal during start-up: start nothing more
             metrics = SinkMetrics(self.registry, config.name)
             clients = self.kafka.for_connector(config.consumer_overrides, config.producer_overrides)
             task = await asyncio.to_thread(SinkTask, config, clients, self.spark, metrics)
@@ -102,8 +106,8 @@ class Standalone:
     async def run(self) -> int:
         """Run until stop_requested is set or a connector fails; return the exit code."""
         code = await self._check_kafka()
-        if code is not None:
-            return code
+        if code is not None or self.stop_requested.is_set():
+            return code or exit_codes.OK
         try:
             await self._build()
         except (TableError, StartupError) as exc:
@@ -118,10 +122,14 @@ class Standalone:
             await self.http.start()
             log.info("listening", url=f"{self.worker.rest_security.scheme}://{self.http.host}:{self.http.port}")
         for c in self.connectors:
+            if self.stop_requested.is_set():
+                log.info("stopping during start-up", connector=c.config.name)
+                return await self.shutdown()
             try:
                 await c.task.start()
                 await c.member.start()
                 await c.consumer.start()
+                c.started = True
             except KafkaError as exc:
                 log.error("cannot reach Kafka; check bootstrap.servers and that the brokers are up",
                           connector=c.config.name, bootstrap_servers=",".join(self.worker.bootstrap_servers),
@@ -173,43 +181,53 @@ class Standalone:
         return None
 
     async def shutdown(self, exit_code: int = 0) -> int:
-        code = exit_code
-        timeout = self.worker.shutdown_timeout_ms / 1000
+        """Stop every connector together, so the whole fits the stop timeout however many there are."""
         self._stopping.set()
-        for c in self.connectors:
-            await c.consumer.drain()
-            try:
-                if c.member.failed:
-                    raise _FinalCommitFailed("the connector's commit protocol failed")
-                if self.spark.jvm_exit() is not None:
-                    raise _FinalCommitFailed("the Spark driver JVM is gone")
-                await asyncio.wait_for(self._final_barrier(c, timeout * 0.9), timeout)
-            except asyncio.TimeoutError:
-                log.error("final commit did not finish in task.shutdown.graceful.timeout.ms; "
-                          "uncommitted records will be re-read on restart", connector=c.config.name)
-                code = 1
-            except _FinalCommitFailed as exc:
-                log.error("final commit failed; uncommitted records will be re-read on restart",
-                          connector=c.config.name, error=str(exc))
-                code = 1
-            if c.consumer.fatal is not None:
-                log.error("connector stopped", connector=c.config.name, error=str(c.consumer.fatal))
-                code = 1
-            try:
-                # Leaving the group needs the broker; with it gone, do not outlast the stop timeout.
-                await asyncio.wait_for(c.consumer.stop(), _LEAVE_GROUP_TIMEOUT_S)
-            except asyncio.TimeoutError:
-                log.warning("could not leave the consumer group in time; the broker will expire the member",
-                            connector=c.config.name)
-            await c.member.stop()
-            await c.task.stop()
+        codes = await asyncio.gather(*(self._stop_connector(c) for c in self.connectors))
         if self.http is not None:
             await self.http.stop()
         if self.schema_registry is not None:
             await asyncio.to_thread(self.schema_registry.stop)
         if self._owns_spark and self.spark.jvm_exit() is None:
             await asyncio.to_thread(self.spark.stop)
+        code = max([exit_code, *codes])
         log.info("stopped", exit_code=code)
+        return code
+
+    async def _stop_connector(self, c: _Connector) -> int:
+        """Commit what is buffered, leave the group, stop; the exit code this connector asks for."""
+        if not c.started:  # built, or half started, during start-up: nothing buffered, no group joined
+            await c.member.stop()
+            await c.task.stop()
+            return exit_codes.OK
+        code = exit_codes.OK
+        timeout = self.worker.shutdown_timeout_ms / 1000
+        await c.consumer.drain()
+        try:
+            if c.member.failed:
+                raise _FinalCommitFailed("the connector's commit protocol failed")
+            if self.spark.jvm_exit() is not None:
+                raise _FinalCommitFailed("the Spark driver JVM is gone")
+            await asyncio.wait_for(self._final_barrier(c, timeout * 0.9), timeout)
+        except asyncio.TimeoutError:
+            log.error("final commit did not finish in task.shutdown.graceful.timeout.ms; "
+                      "uncommitted records will be re-read on restart", connector=c.config.name)
+            code = exit_codes.FAILED
+        except _FinalCommitFailed as exc:
+            log.error("final commit failed; uncommitted records will be re-read on restart",
+                      connector=c.config.name, error=str(exc))
+            code = exit_codes.FAILED
+        if c.consumer.fatal is not None:
+            log.error("connector stopped", connector=c.config.name, error=str(c.consumer.fatal))
+            code = exit_codes.FAILED
+        try:
+            # Leaving the group needs the broker; with it gone, do not outlast the stop timeout.
+            await asyncio.wait_for(c.consumer.stop(), _LEAVE_GROUP_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            log.warning("could not leave the consumer group in time; the broker will expire the member",
+                        connector=c.config.name)
+        await c.member.stop()
+        await c.task.stop()
         return code
 
     def _alive(self) -> tuple[bool, str]:
@@ -241,7 +259,11 @@ class Standalone:
             loop.add_signal_handler(sig, self._on_signal, sig)
 
     def _on_signal(self, sig: signal.Signals) -> None:
-        log.info("stopping on signal; committing what is buffered", signal=sig.name)
+        if self.stop_requested.is_set():
+            # The operator insists: leave now. Nothing is lost: what was not committed is read again.
+            log.warning("second signal: exiting at once without a final commit", signal=sig.name)
+            os._exit(exit_codes.FAILED)
+        log.info("stopping on signal; committing what is buffered (a second signal exits at once)", signal=sig.name)
         self.stop_requested.set()
 
 
