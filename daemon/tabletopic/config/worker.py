@@ -56,6 +56,20 @@ def _bootstrap_problem(value: list[str]) -> str | None:
 
 _STORE_TYPE = "PEM, PKCS12 or JKS; unset: from the file's suffix (JKS otherwise)."
 
+
+def _listener_keys(tls: str, auth: str, what: str, basic: str) -> tuple[Key, ...]:
+    """The TLS and authentication keys of one listener (see ops/listener_security.py)."""
+    return (
+        Key(f"{tls}keystore.location", KeyType.STRING, None, f"Certificate and key when {what} is https://."),
+        Key(f"{tls}keystore.type", KeyType.STRING, None, _STORE_TYPE),
+        Key(f"{tls}keystore.password", KeyType.PASSWORD, None, "Password of that keystore."),
+        Key(f"{tls}key.password", KeyType.PASSWORD, None, "Password of an encrypted PEM key."),
+        Key(f"{auth}authentication.method", KeyType.STRING, "NONE", f"BASIC: {basic}.", allowed=("NONE", "BASIC")),
+        Key(f"{auth}authentication.credentials.file", KeyType.STRING, None,
+            f"The users of {what}, one 'user: password' line each (Connect's PropertyFileLoginModule format)."),
+    )
+
+
 WORKER_KEYS: dict[str, Key] = {k.name: k for k in (
     Key("bootstrap.servers", KeyType.LIST, ["localhost:9092"], "Kafka brokers, HOST:PORT, comma-separated.",
         validator=_bootstrap_problem),
@@ -111,26 +125,11 @@ WORKER_KEYS: dict[str, Key] = {k.name: k for k in (
     Key("config.providers.*", KeyType.PREFIX, None,
         "config.providers.<name>.class: FileConfigProvider, EnvVarConfigProvider or DirectoryConfigProvider "
         "(org.apache.kafka.common.config.provider)."),
-    Key("listeners.https.ssl.keystore.location", KeyType.STRING, None,
-        "Certificate and key of an https:// listener (PEM or PKCS12)."),
-    Key("listeners.https.ssl.keystore.type", KeyType.STRING, None, _STORE_TYPE),
-    Key("listeners.https.ssl.keystore.password", KeyType.PASSWORD, None, "Password of that keystore."),
-    Key("listeners.https.ssl.key.password", KeyType.PASSWORD, None, "Password of an encrypted PEM key."),
-    Key("rest.authentication.method", KeyType.STRING, "NONE",
-        "BASIC: every path of the HTTP listener but /health needs HTTP Basic credentials.",
-        allowed=("NONE", "BASIC")),
-    Key("rest.authentication.credentials.file", KeyType.STRING, None,
-        "The listener's users, one 'user: password' line each (Connect's PropertyFileLoginModule format)."),
-    Key("schema.registry.ssl.keystore.location", KeyType.STRING, None,
-        "Certificate and key of an https:// built-in registry (PEM or PKCS12)."),
-    Key("schema.registry.ssl.keystore.type", KeyType.STRING, None, _STORE_TYPE),
-    Key("schema.registry.ssl.keystore.password", KeyType.PASSWORD, None, "Password of that keystore."),
-    Key("schema.registry.ssl.key.password", KeyType.PASSWORD, None, "Password of an encrypted PEM key."),
-    Key("schema.registry.authentication.method", KeyType.STRING, "NONE",
-        "BASIC: the built-in registry needs HTTP Basic credentials (its converters in this daemon use the first "
-        "user of the file).", allowed=("NONE", "BASIC")),
-    Key("schema.registry.authentication.credentials.file", KeyType.STRING, None,
-        "The built-in registry's users, one 'user: password' line each."),
+    *_listener_keys("listeners.https.ssl.", "rest.", "the HTTP listener",
+                    "every path of the HTTP listener but /health needs HTTP Basic credentials"),
+    *_listener_keys("schema.registry.ssl.", "schema.registry.", "the built-in registry",
+                    "the built-in registry needs HTTP Basic credentials (its converters in this daemon use the "
+                    "first user of the file)"),
     Key("spark.*", KeyType.PREFIX, None, "Passed to the SparkSession (spark.master, spark.driver.memory, ...)."),
     Key("consumer.*", KeyType.PREFIX, None,
         "Other Kafka consumer properties for every connector; consumer.security.*, consumer.ssl.* and "

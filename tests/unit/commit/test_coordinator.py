@@ -130,13 +130,19 @@ def test_a_rebalance_ends_the_round_under_way_instead_of_its_timeout() -> None:
     run(go())
 
 
+async def _round_with_an_answer() -> tuple[Coordinator, FakeChannel, FakeTables, asyncio.Task[None]]:
+    """A round under way (that only coverage could end) with t[1]'s answer in; t[0] never answers."""
+    coordinator, channel, tables = _coordinator(timeout_s=3600.0)
+    task = asyncio.create_task(coordinator.run_round("interval"))
+    await settle()
+    await coordinator.receive(answer("a1", channel.of(Start)[0].commit_id, [TP1], {TP1: (0, 4)}, {"db.t": {}},
+                                     {"db.t": files("/wh/1")}))
+    return coordinator, channel, tables, task
+
+
 def test_closing_commits_what_arrived_now() -> None:
     async def go() -> None:
-        coordinator, channel, tables = _coordinator(timeout_s=3600.0)
-        task = asyncio.create_task(coordinator.run_round("interval"))
-        await settle()
-        await coordinator.receive(answer("a1", channel.of(Start)[0].commit_id, [TP1], {TP1: (0, 4)}, {"db.t": {}},
-                                         {"db.t": files("/wh/1")}))
+        coordinator, _, tables, task = await _round_with_an_answer()
         await asyncio.wait_for(coordinator.close(), 30)
         assert task.done() and tables.offsets == {"db.t": {TP1: 4}}
     run(go())
@@ -144,11 +150,7 @@ def test_closing_commits_what_arrived_now() -> None:
 
 def test_a_coordinator_that_resigns_mid_round_commits_nothing() -> None:
     async def go() -> None:
-        coordinator, channel, tables = _coordinator(timeout_s=3600.0)
-        task = asyncio.create_task(coordinator.run_round("interval"))
-        await settle()
-        await coordinator.receive(answer("a1", channel.of(Start)[0].commit_id, [TP1], {TP1: (0, 4)}, {"db.t": {}},
-                                         {"db.t": files("/wh/1")}))
+        coordinator, channel, tables, task = await _round_with_an_answer()
         coordinator.resign("its first partition was revoked")
         await asyncio.wait_for(task, 30)
         assert channel.of(Verdict) == [] and tables.offsets == {}
