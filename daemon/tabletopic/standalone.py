@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -81,6 +82,7 @@ class Standalone:
         self.stop_requested = asyncio.Event()
         self._stopping = asyncio.Event()
         self._jvm_lost: asyncio.Future[int] | None = None
+        self._jvm_reported = False
 
     async def _build(self) -> None:
         if self.schema_registry is not None:
@@ -148,7 +150,8 @@ class Standalone:
         done, _ = await asyncio.wait([stop, *failed, *members, self._jvm_lost], return_when=asyncio.FIRST_COMPLETED)
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
-        if self._jvm_lost.done():
+        if await self._jvm_gone(grace_s=0.0 if stop in done else 3.0):
+            # Whatever noticed first (a write, a commit, the watcher), a dead JVM is the cause to report.
             return await self.shutdown(exit_code=exit_codes.FAILED)
         code = 0
         for future in done:
@@ -238,14 +241,24 @@ class Standalone:
 
     async def _watch_jvm(self) -> None:
         """The JVM's life is the daemon's: if it dies, stop, so the service manager starts both anew."""
-        while True:
+        while self.spark.jvm_exit() is None:
             await asyncio.sleep(_JVM_CHECK_S)
-            code = self.spark.jvm_exit()
-            if code is not None and self._jvm_lost is not None and not self._jvm_lost.done():
-                log.error("the Spark driver JVM died; stopping without a final commit: what was not committed is "
-                          "read again on restart", jvm_pid=self.spark.jvm_pid(), jvm_exit_code=code)
-                self._jvm_lost.set_result(code)
-                return
+        if self._jvm_lost is not None and not self._jvm_lost.done():
+            self._jvm_lost.set_result(self.spark.jvm_exit() or 0)
+
+    async def _jvm_gone(self, grace_s: float) -> bool:
+        """Whether the driver JVM is gone, said once. A py4j call that failed may have noticed a moment
+        before the process could be reaped: ``grace_s`` lets its exit code show."""
+        deadline = time.monotonic() + grace_s
+        while (code := self.spark.jvm_exit()) is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if code is None:
+            return False
+        if not self._jvm_reported:
+            self._jvm_reported = True
+            log.error("the Spark driver JVM died; stopping without a final commit: what was not committed is read "
+                      "again on restart", jvm_pid=self.spark.jvm_pid(), jvm_exit_code=code)
+        return True
 
     async def _final_barrier(self, c: _Connector, timeout_s: float) -> None:
         await c.task.writer.wait_for_flushes()
