@@ -91,3 +91,30 @@ def test_incompatible_change_names_table_field_and_types(bootstrap: str, spark: 
     assert "evo.bad" in message and "amount" in message and "int32" in message and "string" in message
     # Nothing of the fetch that held the bad record is committed; record 1 may have shared it.
     assert {r.id for r in warehouse.rows(table, "id")} <= {1}
+
+
+def test_a_schema_change_that_races_another_commit_is_planned_again(spark: SparkRuntime, warehouse: Warehouse) -> None:
+    import pyarrow as pa
+    from prometheus_client import CollectorRegistry
+
+    from tabletopic.buffer.partition_ledger import PartitionLedger
+    from tabletopic.config.connector import parse_connector
+    from tabletopic.config.worker import parse_worker
+    from tabletopic.ops.metrics import SinkMetrics
+    from tabletopic.write.file_writer import FileWriter
+    from tabletopic.write.iceberg_tables import IcebergTables
+    from tabletopic.write.sink_writer import SinkWriter
+
+    config = parse_connector({"name": "race", "topics": "t", "iceberg.tables": "race.t",
+                              "iceberg.tables.auto-create-enabled": "true",
+                              "iceberg.tables.evolve-schema-enabled": "true", **warehouse.connector_props()},
+                             parse_worker({"listeners": ""}))
+    tables = IcebergTables(spark, config)
+    handle = tables.get("race.t", pa.schema([pa.field("id", pa.int64())]))
+    # Another commit lands after the handle was read (as the coordinator's does): its metadata is stale.
+    warehouse.table("race.t").updateProperties().set("touched", "yes").commit()
+    writer = SinkWriter(tables, FileWriter(spark, {}), SinkMetrics(CollectorRegistry(), "race"), 1 << 20, False,
+                        PartitionLedger(lambda _: {}), evolve_schema=True)
+    evolved = writer._evolve(handle, pa.schema([pa.field("id", pa.int64()), pa.field("note", pa.string())]))
+    assert evolved.arrow_schema.names == ["id", "note"]
+    assert warehouse.table("race.t").properties().get("touched") == "yes"

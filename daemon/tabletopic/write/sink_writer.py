@@ -26,11 +26,12 @@ from tabletopic.convert.records import UPSERT, SinkRecords
 from tabletopic.ops.metrics import SinkMetrics
 from tabletopic.write.arrow_conform import ConformError, conform
 from tabletopic.write.file_writer import FileWriter, WrittenFiles
-from tabletopic.write.iceberg_tables import IcebergTables, TableHandle
+from tabletopic.write.iceberg_tables import JAVA_ERRORS, IcebergTables, TableHandle, java_error_message
 from tabletopic.write.schema_evolution import EvolutionError, plan
 from tabletopic.write.schema_evolution import apply as apply_changes
 
 log = structlog.get_logger(__name__)
+_EVOLVE_ATTEMPTS = 5
 
 
 class SinkWriter:
@@ -87,12 +88,24 @@ class SinkWriter:
         return [p for p in parts if len(p)], failures
 
     def _evolve(self, handle: TableHandle, schema: pa.Schema) -> TableHandle:
-        changes = plan(handle.arrow_schema, schema, handle.name, self._case_insensitive)
-        if not changes:
-            return handle
-        apply_changes(self._tables.jvm, handle.java, changes)
-        log.info("evolved table schema", table=handle.name, changes=[str(c) for c in changes])
-        return self._tables.refresh(handle.name)
+        for attempt in range(1, _EVOLVE_ATTEMPTS + 1):
+            changes = plan(handle.arrow_schema, schema, handle.name, self._case_insensitive)
+            if not changes:
+                return handle
+            try:
+                apply_changes(self._tables.jvm, handle.java, changes)
+            except JAVA_ERRORS as exc:
+                # Iceberg retries snapshot commits but not a schema update: the coordinator's commit
+                # of the round before lands in between often. Plan again on the new metadata.
+                if "CommitFailedException" not in java_error_message(exc) or attempt == _EVOLVE_ATTEMPTS:
+                    raise
+                log.info("schema update raced another commit; planning it again", table=handle.name,
+                         attempt=attempt)
+                handle = self._tables.refresh(handle.name)
+                continue
+            log.info("evolved table schema", table=handle.name, changes=[str(c) for c in changes])
+            return self._tables.refresh(handle.name)
+        raise AssertionError("unreachable")
 
     def _conform_keys(self, handle: TableHandle, records: SinkRecords,
                       failures: list[Failure]) -> list[SinkRecords]:
