@@ -21,7 +21,8 @@ from collections.abc import Callable
 import structlog
 from aiokafka.errors import KafkaError
 
-from tabletopic.commit.events import DEFAULT_MAX_BYTES, Fragment, Message, MessageError, Reassembly, decode, encode
+from tabletopic.commit.events import Fragment, Message, MessageError, decode
+from tabletopic.commit.fragments import DEFAULT_MAX_BYTES, Reassembly, encode
 from tabletopic.kafka_clients import KafkaClients
 from tabletopic.single_partition_topic import SinglePartitionTopic
 

@@ -11,9 +11,8 @@ Three messages cross the topic (the protocol is in ``docs/design/exactly-once.md
 Each is one JSON object with ``"v": 1``, its ``type`` and the connector's name, so
 connectors can share a topic.  Data and delete files travel as Iceberg's own JSON form
 of a content file (the REST catalog spec's ``ContentFile``, written and parsed by
-Iceberg's ``ContentFileParser``); nothing is Java-serialised.  A message larger than
-``max_bytes`` is cut into :class:`Fragment` s, so an answer never depends on the
-topic's ``max.message.bytes``.
+Iceberg's ``ContentFileParser``); nothing is Java-serialised.  A large message travels
+as :class:`Fragment` s (see :mod:`tabletopic.commit.fragments`).
 
 Anyone may write to the topic, so :func:`decode` trusts nothing: a record that does
 not parse or validate raises :class:`MessageError` and is skipped by the reader.
@@ -22,16 +21,12 @@ not parse or validate raises :class:`MessageError` and is skipped by the reader.
 from __future__ import annotations
 
 import json
-import math
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 TopicPartition = tuple[str, int]
 VERSION = 1
-# Under the broker's default max.message.bytes (1 MiB) with room for the envelope.
-DEFAULT_MAX_BYTES = 900 * 1024
-_MAX_FRAGMENTS = 4096
+MAX_FRAGMENTS = 4096
 _MAX_EPOCH = 2**31 - 1  # a Kafka group generation is an int32
 _MAX_TEXT = 1024
 
@@ -131,23 +126,6 @@ def to_json(message: Message) -> dict[str, Any]:
     return {"v": VERSION, "type": "verdict", "connector": message.connector, "commit_id": message.commit_id,
             "epoch": message.epoch, "accepted": list(message.accepted), "rejected": dict(message.rejected),
             "offsets": {t: _offsets(o) for t, o in message.offsets.items()}}
-
-
-def encode(message: Message, max_bytes: int = DEFAULT_MAX_BYTES) -> list[bytes]:
-    """One record, or fragments of at most about ``max_bytes`` each when the message is larger."""
-    body = json.dumps(to_json(message), separators=(",", ":"))
-    raw = body.encode()
-    if len(raw) <= max_bytes:
-        return [raw]
-    # Cut the text, not the bytes, so each fragment is valid JSON; a character is at most 4 bytes.
-    step = max(1, (max_bytes - 256) // 4)
-    count = math.ceil(len(body) / step)
-    if count > _MAX_FRAGMENTS:
-        raise MessageError(f"a control message of {len(raw)} bytes needs more than {_MAX_FRAGMENTS} fragments")
-    message_id = uuid.uuid4().hex
-    return [json.dumps({"v": VERSION, "type": "fragment", "connector": message.connector, "message_id": message_id,
-                        "index": i, "count": count, "body": body[i * step:(i + 1) * step]},
-                       separators=(",", ":")).encode() for i in range(count)]
 
 
 # -- decoding ---------------------------------------------------------------------------------------
@@ -259,32 +237,7 @@ def from_json(doc: Any) -> Message | Fragment:
         return Verdict(connector, _text(doc, "commit_id"), _epoch(doc), tuple(accepted), dict(rejected),
                        {t: _offset_map(o, f"offsets[{t!r}]") for t, o in offsets.items()})
     if kind == "fragment":
-        count = _int(doc.get("count"), "count", 2, _MAX_FRAGMENTS)
+        count = _int(doc.get("count"), "count", 2, MAX_FRAGMENTS)
         return Fragment(connector, _text(doc, "message_id"), _int(doc.get("index"), "index", 0, count - 1),
                         count, _text(doc, "body", 2**31))
     raise MessageError(f"unknown type {kind!r}")
-
-
-class Reassembly:
-    """Collects fragments until a message is whole; bounded, so fragments that never complete cannot pile up."""
-
-    def __init__(self, max_pending: int = 64) -> None:
-        self._parts: dict[str, dict[int, str]] = {}
-        self._max_pending = max_pending
-
-    def add(self, fragment: Fragment) -> Message | None:
-        parts = self._parts.setdefault(fragment.message_id, {})
-        parts[fragment.index] = fragment.body
-        if len(self._parts) > self._max_pending:
-            self._parts.pop(next(iter(self._parts)))  # the oldest incomplete message is given up
-        if len(parts) < fragment.count:
-            return None
-        del self._parts[fragment.message_id]
-        try:
-            whole = "".join(parts[i] for i in range(fragment.count))
-            message = from_json(json.loads(whole))
-        except (KeyError, ValueError, RecursionError) as exc:
-            raise MessageError(f"fragments of {fragment.message_id} do not form a message: {str(exc)[:80]}") from None
-        if isinstance(message, Fragment) or message.connector != fragment.connector:
-            raise MessageError("a fragment may only carry a message of its own connector")
-        return message

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from tabletopic.commit.channel import Channel
-from tabletopic.commit.events import Start, encode
+from tabletopic.commit.events import Start
+from tabletopic.commit.fragments import encode
 from tabletopic.kafka_clients import KafkaClients
 
 

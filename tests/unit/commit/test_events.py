@@ -6,16 +6,8 @@ import json
 
 import pytest
 
-from tabletopic.commit.events import (
-    Answer,
-    Fragment,
-    MessageError,
-    Reassembly,
-    Start,
-    Verdict,
-    decode,
-    encode,
-)
+from tabletopic.commit.events import Answer, Fragment, MessageError, Start, Verdict, decode
+from tabletopic.commit.fragments import Reassembly, encode
 from tests.unit.fakes import TP0, TP1, answer, files
 
 
