@@ -106,6 +106,3 @@ class PartitionLedger:
         self._positions.clear()
         self._floors.clear()
         self._recorded.clear()
-
-    def forget_floors(self, table: str) -> None:
-        self._floors.pop(table, None)
