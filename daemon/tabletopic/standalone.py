@@ -75,9 +75,6 @@ class Standalone:
         self.http: HttpServer | None = None
         self.schema_registry: SchemaRegistryService | None = None
         self.kafka = KafkaClients(worker.bootstrap_servers, worker.raw)
-        # Per connector, once: its security contexts (stores read, keys loaded) serve the probe and the clients.
-        self._clients = {c.name: self.kafka.for_connector(c.consumer_overrides, c.producer_overrides)
-                         for c in connectors}
         if worker.registry_listeners:
             self.schema_registry = SchemaRegistryService(worker.registry_listeners[0], self.kafka,
                                                          worker.registry_topic, worker.registry_compatibility,
@@ -98,7 +95,7 @@ class Standalone:
             if self.stop_requested.is_set():
                 return  # a signal during start-up: start nothing more
             metrics = SinkMetrics(self.registry, config.name)
-            clients = self._clients[config.name]
+            clients = self.kafka.for_connector(config.consumer_overrides, config.producer_overrides)
             task = await asyncio.to_thread(SinkTask, config, clients, self.spark, metrics)
             await asyncio.to_thread(_check_catalog, task)
             channel = Channel(clients, config.control_topic, config.name,
@@ -170,7 +167,7 @@ class Standalone:
         """Before anything slow starts: can every client log in? None if so, else the exit code."""
         checks = {self.kafka.describe(): (self.kafka, "admin")}
         for config in self._configs:
-            clients = self._clients[config.name]
+            clients = self.kafka.for_connector(config.consumer_overrides, config.producer_overrides)
             for role in ("consumer", "producer"):
                 checks.setdefault(clients.describe(role), (clients, role))
         for where, (clients, role) in checks.items():
