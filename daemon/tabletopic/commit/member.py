@@ -74,16 +74,14 @@ class Member:
         return self.error_future is not None and self.error_future.done()
 
     def _on_task_done(self, task: asyncio.Task[None]) -> None:
-        if not task.cancelled():  # cancelled only by stop()
-            self._fail(task.exception() or RuntimeError(f"{task.get_name()} ended"))
+        if task.cancelled() or self.error_future is None or self.error_future.done():
+            return
+        self.error_future.set_exception(task.exception() or RuntimeError(f"{task.get_name()} ended"))
 
     def _on_channel_failed(self, future: asyncio.Future[None]) -> None:
-        if not future.cancelled() and future.exception() is not None:
-            self._fail(future.exception())  # type: ignore[arg-type]
-
-    def _fail(self, error: BaseException) -> None:
-        if self.error_future is not None and not self.error_future.done():
-            self.error_future.set_exception(error)
+        if not future.cancelled() and future.exception() is not None and self.error_future is not None \
+                and not self.error_future.done():
+            self.error_future.set_exception(future.exception())  # type: ignore[arg-type]
 
     # -- election -----------------------------------------------------------------------------------
     def on_assignment(self, assigned: Iterable[TopicPartition], everything: set[TopicPartition],
