@@ -24,15 +24,15 @@ import ssl
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from tabletopic.config.definition import prefixed
 from tabletopic.oauth_token import ClientCredentialsToken, TokenRefused
-from tabletopic.tls_stores import client_context
+from tabletopic.tls_stores import load_keystore, store_type, trusted_pem
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -88,7 +88,7 @@ def security_of(props: Mapping[str, str]) -> Security:
     protocol = (props.get("security.protocol") or "PLAINTEXT").upper()
     if protocol not in PROTOCOLS:
         raise ValueError(f"security.protocol must be one of {', '.join(PROTOCOLS)}")
-    context, client_cert = (client_context(props, "ssl.") if protocol.endswith("SSL") else (None, False))
+    context, client_cert = (_ssl_context(props) if protocol.endswith("SSL") else (None, False))
     if not protocol.startswith("SASL"):
         return Security(protocol, context=context, client_cert=client_cert)
     mechanism = (props.get("sasl.mechanism") or "GSSAPI").upper()
@@ -121,6 +121,23 @@ def _jaas_options(text: str, mechanism: str) -> dict[str, str]:
             for m in _OPTION.finditer(match.group("options"))}
 
 
+def _ssl_context(props: Mapping[str, str]) -> tuple[ssl.SSLContext, bool]:
+    context = ssl.create_default_context()
+    identification = props.get("ssl.endpoint.identification.algorithm", "https")
+    context.check_hostname = identification.lower() == "https"
+    trust = props.get("ssl.truststore.location")
+    if trust:
+        kind = (props.get("ssl.truststore.type") or store_type(trust)).upper()
+        context.load_verify_locations(cadata=trusted_pem("ssl.truststore", Path(trust), kind,
+                                                         props.get("ssl.truststore.password")))
+    keystore = props.get("ssl.keystore.location")
+    if keystore:
+        kind = (props.get("ssl.keystore.type") or store_type(keystore)).upper()
+        load_keystore("ssl.keystore", context, Path(keystore), kind, props.get("ssl.keystore.password"),
+                      props.get("ssl.key.password"))
+    return context, bool(keystore)
+
+
 class KafkaClients:
     def __init__(self, bootstrap: list[str], worker_props: Mapping[str, str],
                  overrides: Mapping[str, Mapping[str, str]] | None = None) -> None:
@@ -135,7 +152,7 @@ class KafkaClients:
 
     def props(self, role: str) -> dict[str, str]:
         out = {k: v for k, v in self._worker.items() if k.startswith(_SECURITY_PREFIXES)}
-        out.update({k: v for k, v in prefixed(self._worker, role + ".").items() if k.startswith(_SECURITY_PREFIXES)})
+        out.update({k: v for k, v in _prefixed(self._worker, role + ".").items() if k.startswith(_SECURITY_PREFIXES)})
         out.update({k: v for k, v in self._overrides.get(role, {}).items() if k.startswith(_SECURITY_PREFIXES)})
         return out
 
@@ -245,6 +262,10 @@ class _Capture(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         with contextlib.suppress(Exception):
             self.messages.append(record.getMessage())
+
+
+def _prefixed(props: Mapping[str, str], prefix: str) -> dict[str, str]:
+    return {k[len(prefix):]: v for k, v in props.items() if k.startswith(prefix)}
 
 
 def security_problem(props: Mapping[str, str]) -> str | None:

@@ -12,7 +12,6 @@ import contextlib
 import os
 import ssl
 import tempfile
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -128,27 +127,3 @@ def _jks_key_pem(key: str, path: Path, data: bytes, password: str | None, key_pa
     private = load_der_private_key(entry.pkey_pkcs8, None)
     return private.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()) + \
         "".join(_pem_of(der) for _, der in entry.cert_chain).encode()
-
-
-def client_context(props: Mapping[str, str], prefix: str) -> tuple[ssl.SSLContext, bool]:
-    """A client's TLS context from Kafka's key names under ``prefix`` (``ssl.`` for Kafka clients,
-    ``schema.registry.ssl.`` for a registry client); also whether it holds a client certificate.
-
-    The truststore is a file (``truststore.location``) or PEM text (``truststore.certificates``);
-    unset, the system's CAs are trusted.  ``endpoint.identification.algorithm`` empty turns the
-    hostname check off, as in Kafka.
-    """
-    context = ssl.create_default_context()
-    context.check_hostname = props.get(f"{prefix}endpoint.identification.algorithm", "https").lower() == "https"
-    trust, inline = props.get(f"{prefix}truststore.location"), props.get(f"{prefix}truststore.certificates")
-    if trust:
-        kind = (props.get(f"{prefix}truststore.type") or store_type(trust)).upper()
-        inline = trusted_pem(f"{prefix}truststore", Path(trust), kind, props.get(f"{prefix}truststore.password"))
-    if inline:
-        context.load_verify_locations(cadata=inline)
-    keystore = props.get(f"{prefix}keystore.location")
-    if keystore:
-        kind = (props.get(f"{prefix}keystore.type") or store_type(keystore)).upper()
-        load_keystore(f"{prefix}keystore", context, Path(keystore), kind, props.get(f"{prefix}keystore.password"),
-                      props.get(f"{prefix}key.password"))
-    return context, bool(keystore)

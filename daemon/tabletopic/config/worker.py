@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 from tabletopic.config.definition import ConfigError, Key, KeyType, Parsed, Problem, parse_keys, prefixed
 from tabletopic.config.providers import Providers
 from tabletopic.config.secrets import Scrubber
-from tabletopic.kafka_clients import ROLES, KafkaClients, security_problem
+from tabletopic.kafka_clients import ROLES, security_problem
 from tabletopic.ops.listener_security import ListenerSecurity, listener_security
 from tabletopic.registry.avro_compatibility import LEVELS
 
@@ -176,9 +176,11 @@ def parse_worker(props: Mapping[str, Any]) -> WorkerConfig:
     parse_keys(WORKER_KEYS, props, out)
     if "listeners" in props and not props["listeners"].strip():
         out.values["listeners"] = []
-    clients = KafkaClients([], props)  # the one place that knows how role prefixes narrow the security keys
+    security = {k: v for k, v in props.items() if k.startswith(("security.", "ssl.", "sasl."))}
     for role in ROLES:
-        why = security_problem(clients.props(role))
+        narrowed = {**security, **{k.removeprefix(role + "."): v for k, v in props.items()
+                                   if k.startswith(tuple(f"{role}.{p}" for p in ("security.", "ssl.", "sasl.")))}}
+        why = security_problem(narrowed)
         if why is not None:
             out.problems.append(Problem(f"{role} security", None, why))
             break

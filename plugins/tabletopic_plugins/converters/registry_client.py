@@ -18,9 +18,10 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from tabletopic.tls_stores import client_context
+from tabletopic.tls_stores import store_type, trusted_pem
 
 _ATTEMPTS = 3
 
@@ -122,10 +123,17 @@ def _message(exc: urllib.error.HTTPError) -> str:
 
 def _tls(props: Mapping[str, str]) -> ssl.SSLContext | None:
     """Trust for an https:// registry, from Confluent's client keys (a file, or PEM text)."""
-    if not props.get("schema.registry.ssl.truststore.location") and \
-            not props.get("schema.registry.ssl.truststore.certificates"):
-        return None  # urllib trusts the system's CAs
-    context, _ = client_context(props, "schema.registry.ssl.")
+    location = props.get("schema.registry.ssl.truststore.location")
+    inline = props.get("schema.registry.ssl.truststore.certificates")
+    if not location and not inline:
+        return None
+    context = ssl.create_default_context()
     # A listed certificate is trusted as it is, also a server's own one (the built-in registry's).
     context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    context.check_hostname = props.get("schema.registry.ssl.endpoint.identification.algorithm", "https") == "https"
+    if location:
+        kind = (props.get("schema.registry.ssl.truststore.type") or store_type(location)).upper()
+        inline = trusted_pem("schema.registry.ssl.truststore", Path(location), kind,
+                             props.get("schema.registry.ssl.truststore.password"))
+    context.load_verify_locations(cadata=inline)
     return context
