@@ -66,7 +66,7 @@ class SinkTask:
         self.table_commits = TableCommits(
             self.tables, TableCommitter(lambda: spark.jvm, config.name, config.group_id,
                                         lambda table: metrics.commit_retries.labels(table=table).inc()), metrics,
-            self._read_recorded, list(config.tables or []), config.offsets_refresh_barriers,
+            config.group_id, list(config.tables or []), config.offsets_refresh_barriers,
             config.commit_timeout_ms / 1000, config.commit_threads)
         self.ledger = PartitionLedger(self._read_recorded)
         self.writer = SinkWriter(self.tables, FileWriter(spark, config.write_props), metrics,
@@ -92,8 +92,6 @@ class SinkTask:
         self.table_commits.close()
 
     def _read_recorded(self, table: str) -> dict[TopicPartition, int]:
-        """What ``table``'s snapshots record for this connector, read afresh (the worker's and the
-        coordinator's views both start from here)."""
         handle = self.tables.get(table)
         handle.java.refresh()
         return read_offsets(handle.java, handle.branch, self.config.group_id)

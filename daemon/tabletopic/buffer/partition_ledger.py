@@ -106,3 +106,6 @@ class PartitionLedger:
         self._positions.clear()
         self._floors.clear()
         self._recorded.clear()
+
+    def forget_floors(self, table: str) -> None:
+        self._floors.pop(table, None)

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from tabletopic.commit.events import Answer, TableFiles, TopicPartition
+from tabletopic.commit.source_offsets import read_offsets
 from tabletopic.commit.table_committer import CommitFailed, CommitFenced, CommitResult, TableCommitter
 from tabletopic.ops.metrics import SinkMetrics
 from tabletopic.write.iceberg_tables import JAVA_ERRORS, IcebergTables, java_error_message
@@ -40,14 +41,13 @@ class RoundOutcome:
 
 
 class TableCommits:
-    def __init__(self, tables: IcebergTables, committer: TableCommitter, metrics: SinkMetrics,
-                 read_recorded: Callable[[str], dict[TopicPartition, int]],
+    def __init__(self, tables: IcebergTables, committer: TableCommitter, metrics: SinkMetrics, group_id: str,
                  static_tables: list[str], refresh_barriers: int, timeout_s: float, threads: int) -> None:
         self._log = log.bind(connector=metrics.connector)
         self._tables = tables
         self._committer = committer
         self._metrics = metrics
-        self._read_recorded = read_recorded  # what a table's snapshots record, read afresh
+        self._group_id = group_id
         self._static = static_tables
         self._refresh_barriers = refresh_barriers
         self._timeout_s = timeout_s
@@ -65,7 +65,9 @@ class TableCommits:
         for table in {*names, *self._tables.known(), *self._static}:
             if table not in self._offsets:
                 with contextlib.suppress(Exception):  # a table that does not exist yet records nothing
-                    self._offsets[table] = self._read_recorded(table)
+                    handle = self._tables.get(table)
+                    handle.java.refresh()
+                    self._offsets[table] = read_offsets(handle.java, handle.branch, self._group_id)
                     self._last_commit.setdefault(table, self._rounds)
         return {t: dict(o) for t, o in self._offsets.items()}
 
