@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tabletopic.demo.broker import EmbeddedBroker
+from tabletopic.write.catalog_settings import POSTGRES_DRIVER
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import STARTED, Warehouse
 
@@ -26,7 +27,9 @@ def bootstrap(broker: EmbeddedBroker) -> str:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkRuntime]:
-    runtime = SparkRuntime({"spark.master": "local[2]", "spark.driver.memory": "1g"})
+    # With the S3 and catalog jars, and the PostgreSQL driver where installed: the lake tests read through it.
+    drivers = [POSTGRES_DRIVER] if POSTGRES_DRIVER.exists() else []
+    runtime = SparkRuntime({"spark.master": "local[2]", "spark.driver.memory": "1g"}, lake=True, extra_jars=drivers)
     runtime.session  # noqa: B018 - start it once, up front
     yield runtime
     runtime.stop()

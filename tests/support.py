@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -106,8 +107,10 @@ STARTED: list[DaemonProcess] = []  # every daemon a test started; conftest stops
 class DaemonProcess:
     """``tabletopic standalone`` as a child process, so tests can SIGKILL it."""
 
-    def __init__(self, workdir: Path, worker: dict[str, Any], connectors: list[dict[str, Any]]) -> None:
+    def __init__(self, workdir: Path, worker: dict[str, Any], connectors: list[dict[str, Any]],
+                 env: dict[str, str] | None = None) -> None:
         self.workdir = workdir
+        self.env = {**os.environ, **(env or {})}
         self.worker_file = write_props(workdir / "worker.properties", worker)
         self.connector_files = [write_props(workdir / f"connector-{i}.properties", c)
                                 for i, c in enumerate(connectors)]
@@ -124,7 +127,7 @@ class DaemonProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tabletopic.cli", "standalone", str(self.worker_file),
              *map(str, self.connector_files)],
-            cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env)
         log.close()
         STARTED.append(self)
         return self
@@ -165,14 +168,16 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str, daemon:
 
 
 class Warehouse:
-    """A hadoop catalog on a local directory, registered in the test SparkSession under its own name."""
+    """A catalog registered in the test SparkSession under its own name: by default a hadoop catalog
+    on a local directory, or any catalog's ``props``."""
 
-    def __init__(self, spark: SparkRuntime, root: Path) -> None:
+    def __init__(self, spark: SparkRuntime, root: Path, props: dict[str, str] | None = None,
+                 name: str | None = None) -> None:
         self.spark = spark
         self.root = root
-        self.catalog = unique("wh")
+        self.catalog = name or unique("wh")  # a JDBC catalog keeps its tables under its name
         # No table cache: the daemons commit behind this session's back.
-        self.props = {"type": "hadoop", "warehouse": "file://" + str(root), "cache-enabled": "false"}
+        self.props = {**(props or {"type": "hadoop", "warehouse": "file://" + str(root)}), "cache-enabled": "false"}
         spark.register_catalog(self.catalog, self.props)
 
     def connector_props(self) -> dict[str, str]:
@@ -213,11 +218,18 @@ class Warehouse:
     def location(self, table: str) -> str:
         return str(self.root / table.replace(".", "/"))
 
+    def metadata_location(self, table: str) -> str:
+        """The table's current metadata file: what a reader without a catalog opens."""
+        t = self.table(table)
+        t.refresh()
+        return str(t.operations().current().metadataFileLocation())
 
-def duckdb_connection() -> duckdb.DuckDBPyConnection:
-    """DuckDB with the iceberg extension loaded from its wheel (and avro, which it needs): no network."""
+
+def duckdb_connection(s3: bool = False) -> duckdb.DuckDBPyConnection:
+    """DuckDB with the iceberg extension loaded from its wheel (and avro, which it needs; httpfs for
+    S3): no network."""
     con = duckdb.connect(config={"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"})
-    for name in ("avro", "iceberg"):
+    for name in ("avro", "iceberg", *(("httpfs",) if s3 else ())):
         module = importlib.import_module(f"duckdb_extension_{name}")
         path = Path(module.__file__).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
         con.execute(f"LOAD '{path}'")

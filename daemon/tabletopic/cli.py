@@ -67,10 +67,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for warning in config.warnings:
         print(f"warning: {warning}")
     topics = config.topics or (config.topics_regex.pattern if config.topics_regex else "")
-    kind = config.catalog_props.get("type") or config.catalog_props.get("catalog-impl")
     print(f"connector {config.name!r} is valid: topics={topics} "
-          f"tables={config.tables or 'dynamic via ' + str(config.route_field)} "
-          f"catalog={config.catalog_name} ({kind})")
+          f"tables={config.tables or 'dynamic via ' + str(config.route_field)}")
+    print(f"iceberg.catalog={config.catalog_name}: {config.catalog.describe()}")
     return 0
 
 

@@ -67,7 +67,9 @@ class Standalone:
     def __init__(self, worker: WorkerConfig, connectors: list[ConnectorConfig],
                  spark: SparkRuntime | None = None) -> None:
         self.worker = worker
-        self.spark = spark or SparkRuntime(worker.spark_conf)
+        self.spark = spark or SparkRuntime(
+            worker.spark_conf, lake=any(c.catalog.needs_lake_jars for c in connectors),
+            extra_jars=sorted({jar for c in connectors for jar in c.catalog.driver_jars}))
         self._owns_spark = spark is None
         self.registry = new_registry(lambda: self.spark.jvm if self.spark._session is not None else None)
         self.connectors: list[_Connector] = []

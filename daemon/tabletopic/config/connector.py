@@ -25,6 +25,7 @@ from tabletopic.config.definition import (
 from tabletopic.config.partition_by import PartitionField, parse_partition_by
 from tabletopic.config.worker import WorkerConfig, builtin_registry_url
 from tabletopic.kafka_clients import KafkaClients, security_problem
+from tabletopic.write.catalog_settings import CatalogPlan, plan_catalog
 
 CONNECTOR_CLASSES = (
     "org.apache.iceberg.connect.IcebergSinkConnector",
@@ -193,7 +194,7 @@ class ConnectorConfig:
     control_topic: str
     control_group_prefix: str
     catalog_name: str
-    catalog_props: dict[str, str]
+    catalog: CatalogPlan  # which catalog and storage the keys select; its props are what Iceberg gets
     group_id: str
     errors_tolerance: str
     dlq_topic: str | None
@@ -209,6 +210,10 @@ class ConnectorConfig:
     written: dict[str, str]  # as written, placeholders kept: what may be shown
     warnings: list[str] = field(default_factory=list)
     _tables: dict[str, TableConfig] = field(default_factory=dict, repr=False)
+
+    @property
+    def catalog_props(self) -> dict[str, str]:
+        return self.catalog.props
 
     def table(self, name: str) -> TableConfig:
         """Per-table settings, falling back to the iceberg.tables.default-* keys."""
@@ -357,6 +362,8 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
         why = security_problem(clients.props(role))
         if why is not None:
             out.problems.append(Problem(f"{role}.override security", None, why))
+    catalog = plan_catalog(_catalog_props(props), worker.spark_conf.get("spark.jars", ""))
+    out.problems.extend(Problem("iceberg.catalog.*", None, why) for why in catalog.problems)
     if out.problems:
         raise ConfigError(out.problems, f"connector {props.get('name', '<unnamed>')!r}")
     return ConnectorConfig(
@@ -384,7 +391,7 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
         control_topic=values["iceberg.control.topic"],
         control_group_prefix=values["iceberg.control.group-id-prefix"],
         catalog_name=values["iceberg.catalog"],
-        catalog_props=_catalog_props(props),
+        catalog=catalog,
         group_id=values["iceberg.connect.group-id"] or f"connect-{values['name']}",
         errors_tolerance=values["errors.tolerance"],
         dlq_topic=values["errors.deadletterqueue.topic.name"],

@@ -234,17 +234,7 @@ class IcebergTables:
         iceberg_schema = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(struct)
         spec = self._spec(iceberg_schema, name)
         props = {"format-version": "2", **self._config.auto_create_props}
-        namespace = ident.namespace()
-        if not namespace.isEmpty():
-            try:
-                if not catalog.namespaceExists(namespace):
-                    catalog.createNamespace(namespace)
-            except JAVA_ERRORS as exc:
-                if "AlreadyExists" not in java_error_message(exc) and "UnsupportedOperation" not in \
-                        java_error_message(exc):
-                    raise
-            except Py4JError:  # the catalog has no namespace API (CachingCatalog); createTable makes them
-                pass
+        self._ensure_namespace(ident.namespace())
         try:
             java = catalog.createTable(ident, iceberg_schema, spec, props)
         except JAVA_ERRORS as exc:
@@ -256,6 +246,22 @@ class IcebergTables:
         log.info("created table", table=name, partition_by=[str(p) for p in self._config.table(name).partition_by],
                  columns=schema.names, identifier_fields=id_columns)
         return java
+
+    def _ensure_namespace(self, namespace: Any) -> None:
+        """REST and Glue catalogs refuse a table in a namespace nobody created; JDBC and hadoop make it."""
+        if namespace.isEmpty():
+            return
+        catalog = self.listing_catalog()  # Spark's caching wrapper has no namespace API
+        try:
+            if not catalog.namespaceExists(namespace):
+                catalog.createNamespace(namespace)
+                log.info("created namespace", namespace=namespace.toString())
+        except JAVA_ERRORS as exc:
+            message = java_error_message(exc)
+            if "AlreadyExists" not in message and "UnsupportedOperation" not in message:  # another daemon won
+                raise
+        except Py4JError:  # a catalog without namespaces (no SupportsNamespaces): createTable decides
+            pass
 
     def _spec(self, iceberg_schema: Any, name: str) -> Any:
         fields: list[PartitionField] = self._config.table(name).partition_by

@@ -5,9 +5,11 @@ Three jars end up on ``spark.jars``:
 * the Iceberg Spark runtime, as shipped in ``snowpark-connect-deps-iceberg``;
 * Iceberg's shaded Jackson, which that runtime jar lacks: pyspark's own Jackson
   jars relocated into ``org.apache.iceberg.shaded`` (see :mod:`.jar_relocation`);
-* tabletopic's writer classes (``java/``), compiled with ``javac`` against the two above.
+* tabletopic's writer classes (``java/``), compiled with ``javac`` against the two above;
+* for S3 storage and REST or Glue catalogs, the AWS SDK and a shaded httpclient5
+  (see :mod:`.lake_jars`), added when a connector needs them and kept once built.
 
-The last two are built once into a cache directory keyed by everything they are
+The cached jars are built once into a cache directory keyed by everything they are
 made from, under a file lock, and published with an atomic rename: two daemons
 starting at once build it at most once and never see half a jar.
 """
@@ -18,15 +20,15 @@ import fcntl
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import zipfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from tabletopic.write.jar_relocation import Relocation, relocate_jars
+from tabletopic.write.java_build import compile_jar
+from tabletopic.write.lake_jars import build_lake_jars, cached_lake_jars
 
 RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 _JACKSON_JARS = ("jackson-core-2", "jackson-databind-2", "jackson-annotations-2")
@@ -113,8 +115,25 @@ def _cache_key(runtime: Path, jackson: list[Path], sources: dict[str, bytes]) ->
     return digest.hexdigest()[:16]
 
 
-def build_classpath(cache_dir: Path | None = None) -> JvmClasspath:
-    """Return the classpath, building its cached jars on first use (which needs javac)."""
+def build_classpath(cache_dir: Path | None = None, lake: bool = False) -> JvmClasspath:
+    """Return the classpath, building its cached jars on first use (which needs javac).
+
+    ``lake`` builds the storage and catalog jars if they are not cached yet; once
+    cached they are always on the classpath.
+    """
+    result = _core_classpath(cache_dir)
+    root = result.writer_jar.parent.parent
+    extra = build_lake_jars(root, _stub_compiler) if lake else cached_lake_jars(root)
+    return JvmClasspath(result.runtime_jar, result.shaded_jackson_jar, result.writer_jar, tuple(extra or ()))
+
+
+def _stub_compiler(sources: dict[str, bytes], jar: Path) -> None:
+    _java, javac = find_java(need_javac=True)
+    assert javac is not None
+    compile_jar(javac, sources, [], jar)
+
+
+def _core_classpath(cache_dir: Path | None) -> JvmClasspath:
     find_java(need_javac=False)
     spark_jars = pyspark_jars_dir()
     runtime = iceberg_runtime_jar()
@@ -137,7 +156,7 @@ def build_classpath(cache_dir: Path | None = None) -> JvmClasspath:
         staging = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
         try:
             relocate_jars(jackson, staging / result.shaded_jackson_jar.name, _JACKSON)
-            _compile(javac, sources, [*spark_jars.glob("*.jar"), runtime, staging / result.shaded_jackson_jar.name],
+            compile_jar(javac, sources, [*spark_jars.glob("*.jar"), runtime, staging / result.shaded_jackson_jar.name],
                      staging / result.writer_jar.name)
             os.rename(staging, target)
         except BaseException:
@@ -146,25 +165,5 @@ def build_classpath(cache_dir: Path | None = None) -> JvmClasspath:
     return result
 
 
-def _compile(javac: Path, sources: dict[str, bytes], classpath: list[Path], jar: Path) -> None:
-    with tempfile.TemporaryDirectory() as work:
-        src, out = Path(work, "src"), Path(work, "classes")
-        files = []
-        for name, text in sources.items():
-            path = src / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(text)
-            files.append(str(path))
-        out.mkdir()
-        cmd = [str(javac), "--release", "17", "-nowarn", "-d", str(out),
-               "-cp", os.pathsep.join(str(p) for p in classpath), *files]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"javac failed building tabletopic's writer classes:\n{proc.stderr}")
-        with zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED) as zf:
-            for path in sorted(out.rglob("*.class")):
-                zf.write(path, path.relative_to(out).as_posix())
-
-
-if __name__ == "__main__":  # used by the container build to warm the cache
-    print("\n".join(str(p) for p in build_classpath().jars), file=sys.stdout)
+if __name__ == "__main__":  # used by the container build to warm the cache; --lake adds S3/REST/Glue
+    print("\n".join(str(p) for p in build_classpath(lake="--lake" in sys.argv[1:]).jars), file=sys.stdout)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -48,8 +49,13 @@ LOCAL_MODE_CONF: dict[str, str] = {"spark.driver.host": "127.0.0.1", "spark.driv
 class SparkRuntime:
     """Owns the SparkSession; thread-safe for the py4j calls the sink makes."""
 
-    def __init__(self, conf: Mapping[str, str] | None = None, classpath: JvmClasspath | None = None) -> None:
+    def __init__(self, conf: Mapping[str, str] | None = None, classpath: JvmClasspath | None = None,
+                 lake: bool = False, extra_jars: Sequence[Path] = ()) -> None:
+        """``lake`` puts the S3 and REST/Glue catalog jars on the classpath, fetching them if not cached;
+        ``extra_jars`` adds more (a JDBC driver, say)."""
         self._conf = {**DEFAULT_SPARK_CONF, **(conf or {})}
+        self._lake = lake
+        self._extra_jars = [str(p) for p in extra_jars]
         if self._conf["spark.master"].startswith("local"):
             self._conf = {**LOCAL_MODE_CONF, **self._conf}
         self._classpath = classpath
@@ -80,10 +86,11 @@ class SparkRuntime:
         return None if proc is None else int(proc.pid)
 
     def _start(self) -> SparkSession:
-        classpath = self._classpath or build_classpath()
+        classpath = self._classpath or build_classpath(lake=self._lake)
         conf = dict(self._conf)
         existing = conf.get("spark.jars")
-        conf["spark.jars"] = ",".join([str(p) for p in classpath.jars] + ([existing] if existing else []))
+        conf["spark.jars"] = ",".join([str(p) for p in classpath.jars] + self._extra_jars
+                                      + ([existing] if existing else []))
         spark_conf = SparkConf(loadDefaults=False)
         for key, value in conf.items():
             spark_conf.set(key, value)
