@@ -20,6 +20,7 @@ import structlog
 
 from tabletopic.buffer.partition_ledger import PartitionLedger
 from tabletopic.commit.events import TopicPartition
+from tabletopic.commit.java_sink import check_takeover, java_sink_commit
 from tabletopic.commit.source_offsets import offsets_key, read_offsets
 from tabletopic.commit.table_commits import TableCommits
 from tabletopic.commit.table_committer import TableCommitter
@@ -243,6 +244,11 @@ class SinkTask:
         known = await asyncio.to_thread(self._known_tables)
         floors = await asyncio.to_thread(lambda: {t: self._read_recorded(t) for t in known})
         group = await self._group_offsets(sorted(tps)) if self._group_offsets else {}
+        java = await asyncio.to_thread(self._java_sink_commits, [t for t in known if not floors.get(t)])
+        check_takeover(java, self.config.group_id, tps, group)
+        if java:
+            self.log.info("going on where the Iceberg Kafka Connect sink stopped, from the consumer group's offsets",
+                          tables=java, group_id=self.config.group_id)
         self.writer.drop_below(self.ledger.read_again(floors, tps), "the table already has")
         seeks: dict[TopicPartition, int] = {}
         for tp in tps:
@@ -284,6 +290,15 @@ class SinkTask:
             await self._reseek()
         for topic, partition in tps:
             self.metrics.forget_partition(topic, partition)
+
+    def _java_sink_commits(self, tables: list[str]) -> dict[str, str]:
+        found = {}
+        for name in tables:
+            handle = self.tables.get(name)
+            commit = java_sink_commit(handle.java, handle.branch)
+            if commit is not None:
+                found[name] = commit
+        return found
 
     def _known_tables(self) -> list[str]:
         names = set(self.ledger.recorded()) | set(self.tables.known())
