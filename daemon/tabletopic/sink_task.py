@@ -230,7 +230,13 @@ class SinkTask:
         self.metrics.assigned_partitions.set(len(tps))
         if not fresh:
             return {}
-        return await self.seek_positions(fresh)
+        try:
+            return await self.seek_positions(fresh)
+        except BaseException:
+            # Nowhere to start from: records fetched for these partitions meanwhile must not be kept.
+            self.assigned -= fresh
+            self.writer.release(fresh)
+            raise
 
     async def seek_positions(self, tps: set[TopicPartition]) -> dict[TopicPartition, int]:
         """Read the tables' offsets for ``tps`` and decide where each must be read from.
