@@ -128,6 +128,9 @@ def test_append_and_upsert_tables_on_s3_survive_a_sigkill(lake: Lake, bootstrap:
     daemon.start()
     streams.wave(3000)
     wait_until(lambda: committed("append") > 0 and committed("upsert") > 0, 180, "first commits", daemon)
+    # Another writer commits to the table the daemon has loaded: its next commit starts from stale
+    # metadata and must be retried on the new state, keeping the foreign row.
+    reader.sql(f"INSERT INTO {{c}}.{tables['append']} (id, amount, h) VALUES (-1, 0, 0)")
     streams.wave(3000)
     time.sleep(random.Random(5).uniform(0.5, 2.0))
     daemon.kill()
@@ -137,6 +140,7 @@ def test_append_and_upsert_tables_on_s3_survive_a_sigkill(lake: Lake, bootstrap:
     assert daemon.terminate() == 0, daemon.output()[-3000:]
 
     want = streams.expected_append()
+    want = (want[0] + 1, want[1] + 1, *want[2:])  # and the foreign row (id -1, zeros)
     got = reader.sql(f"SELECT count(*), count(DISTINCT id), sum(h), sum(amount) FROM {{c}}.{tables['append']}")[0]
     assert tuple(int(v) for v in got) == want, "append table read by Spark"
     spark_rows = {int(r[0]): (int(r[1]), int(r[2])) for r in reader.sql(
@@ -156,8 +160,9 @@ def test_append_and_upsert_tables_on_s3_survive_a_sigkill(lake: Lake, bootstrap:
     for which in ("append", "upsert"):
         location = reader.metadata_location(tables[which])
         assert location.startswith("s3://"), location
-        for snapshot in reader.snapshots(tables[which]):
-            assert f"kafka.connect.source-offsets.{groups[which]}" in snapshot["summary"], snapshot
+        unmarked = [s for s in reader.snapshots(tables[which])
+                    if f"kafka.connect.source-offsets.{groups[which]}" not in s["summary"]]
+        assert len(unmarked) == (1 if which == "append" else 0), unmarked  # only the foreign writer's
     assert "positions from the tables" in daemon.output()
 
 
