@@ -75,7 +75,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from tabletopic.demo.run_demo import run_demo
-    return run_demo(records=args.records, intervals=args.intervals, keep=args.keep)
+    return run_demo(records=args.records, intervals=args.intervals, keep=args.keep, lake=args.lake)
 
 
 def _key_rows(keys: dict[str, Key]) -> list[str]:
@@ -116,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--records", type=int, default=20_000)
     p.add_argument("--intervals", type=int, default=3, help="commit intervals to run")
     p.add_argument("--keep", action="store_true", help="keep the demo warehouse directory")
+    p.add_argument("--lake", action="store_true",
+                   help="write to S3 behind an Iceberg REST catalog (SeaweedFS on loopback) instead of local files")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("keys", help="print the configuration key reference (Markdown)")
     p.set_defaults(func=cmd_keys)

@@ -3,11 +3,14 @@
 It starts the bundled broker on loopback, creates a topic, produces sample
 clickstream events, runs the sink against a local warehouse for a few commit
 intervals, prints what Spark reads back, and removes everything it made.
+With ``--lake`` the warehouse is on S3 behind an Iceberg REST catalog (SeaweedFS
+on loopback), and the demo ends by showing how Spark and DuckDB query it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import shutil
@@ -21,6 +24,7 @@ from tabletopic.commit.source_offsets import read_offsets
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.demo.broker import EmbeddedBroker, create_topic, free_port
+from tabletopic.demo.lake_servers import SeaweedLake
 from tabletopic.ops.logging_setup import configure_logging
 from tabletopic.standalone import Standalone
 from tabletopic.write.spark_session import SparkRuntime
@@ -83,12 +87,13 @@ async def _run_sink(daemon: Standalone, expected: int, intervals: int) -> None:
         raise RuntimeError(f"the sink stopped with exit code {code}")
 
 
-def run_demo(records: int = 20_000, intervals: int = 3, keep: bool = False) -> int:
+def run_demo(records: int = 20_000, intervals: int = 3, keep: bool = False, lake: bool = False) -> int:
     configure_logging("INFO", "console")
     work = Path(tempfile.mkdtemp(prefix="tabletopic-demo-"))
     print(f"== tabletopic demo in {work}")
     try:
-        with EmbeddedBroker(log_path=work / "broker.log") as broker:
+        with EmbeddedBroker(log_path=work / "broker.log") as broker, \
+                (SeaweedLake(work) if lake else contextlib.nullcontext()) as weed:
             print(f"== broker on {broker.bootstrap_servers}; producing {records:,} clickstream events to {TOPIC!r}")
             events = sample_events(records)
             asyncio.run(_produce(broker.bootstrap_servers, events))
@@ -101,6 +106,14 @@ def run_demo(records: int = 20_000, intervals: int = 3, keep: bool = False) -> i
                 "consumer.session.timeout.ms": "6000",
                 "log.format": "console",
             })
+            if weed is not None:
+                catalog = {"iceberg.catalog": "lake",
+                           **{f"iceberg.catalog.{k}": v for k, v in weed.rest_props().items()}}
+                where = f"s3://{weed.warehouse} behind the REST catalog {weed.rest_uri} (SeaweedFS)"
+            else:
+                catalog = {"iceberg.catalog.type": "hadoop",
+                           "iceberg.catalog.warehouse": "file://" + str(work / "warehouse")}
+                where = str(work / "warehouse")
             connector = parse_connector({
                 "name": "clickstream-demo",
                 "connector.class": "org.apache.iceberg.connect.IcebergSinkConnector",
@@ -109,16 +122,18 @@ def run_demo(records: int = 20_000, intervals: int = 3, keep: bool = False) -> i
                 "iceberg.tables.auto-create-enabled": "true",
                 "iceberg.tables.default-partition-by": "day(ts)",
                 "iceberg.control.commit.interval-ms": str(INTERVAL_MS),
-                "iceberg.catalog.type": "hadoop",
-                "iceberg.catalog.warehouse": "file://" + str(work / "warehouse"),
+                **catalog,
             }, worker)
             print(f"== sink running (metrics on http://127.0.0.1:{port}/metrics), "
-                  f"commit interval {INTERVAL_MS} ms, warehouse {work / 'warehouse'}")
-            spark = SparkRuntime(worker.spark_conf)  # ours, so it outlives the sink for the query below
+                  f"commit interval {INTERVAL_MS} ms, warehouse {where}")
+            # Ours, so it outlives the sink for the query below.
+            spark = SparkRuntime(worker.spark_conf, lake=connector.catalog.needs_lake_jars)
             daemon = Standalone(worker, [connector], spark)
             try:
                 asyncio.run(_run_sink(daemon, records, intervals))
                 _show(daemon, connector.catalog_name, connector.group_id, records)
+                if weed is not None:
+                    _show_lake(daemon, connector.catalog_name, weed)
             finally:
                 spark.stop()
         return 0
@@ -127,6 +142,39 @@ def run_demo(records: int = 20_000, intervals: int = 3, keep: bool = False) -> i
             print(f"== kept {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _show_lake(daemon: Standalone, catalog: str, weed: SeaweedLake) -> None:
+    """How to query the table from elsewhere, shown working with DuckDB (no JVM) while the lake still runs."""
+    java = daemon.spark.iceberg_catalog(catalog).loadTable(
+        daemon.spark.jvm.org.apache.iceberg.catalog.TableIdentifier.parse(TABLE))
+    files = [str(f.location()) for f in java.currentSnapshot().addedDataFiles(java.io())]
+    print(f"\n== the table lives on S3: {java.location()!s} ({len(files)} data files in the last snapshot)")
+    print("-- Spark: spark-sql --conf spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog "
+          f"--conf spark.sql.catalog.lake.type=rest --conf spark.sql.catalog.lake.uri={weed.rest_uri} "
+          f"--conf spark.sql.catalog.lake.warehouse=s3://{weed.warehouse} ... (plus the credential and s3.* keys)")
+    sql = [f"CREATE SECRET rest (TYPE iceberg, CLIENT_ID '{weed.access_key}', CLIENT_SECRET '<secret>', "
+           f"OAUTH2_SERVER_URI '{weed.rest_uri}/v1/oauth/tokens')",
+           f"ATTACH 's3://{weed.warehouse}' AS lake (TYPE iceberg, SECRET rest, ENDPOINT '{weed.rest_uri}')",
+           f"SELECT action, count(*) FROM lake.{TABLE} GROUP BY 1 ORDER BY 2 DESC"]
+    print("-- DuckDB (extensions iceberg and httpfs, and an S3 secret for the data files):")
+    for line in sql:
+        print(f"   {line};")
+    try:
+        import duckdb
+
+        con = duckdb.connect(config={"autoinstall_known_extensions": "false",
+                                     "autoload_known_extensions": "false"})
+        for name in ("avro", "iceberg", "httpfs"):
+            module = __import__(f"duckdb_extension_{name}")
+            path = Path(module.__file__).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
+            con.execute(f"LOAD '{path}'")
+        con.execute(weed.duckdb_secret())
+        con.execute(sql[0].replace("<secret>", weed.secret_key))
+        con.execute(sql[1])
+        print(con.execute(sql[2]).fetchall())
+    except Exception as exc:  # DuckDB is optional: the dev extra has it
+        print(f"   (DuckDB could not run here: {exc})")
 
 
 def _show(daemon: Standalone, catalog: str, group: str, expected: int) -> None:
