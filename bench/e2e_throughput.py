@@ -4,16 +4,19 @@ Produces N JSON records (default 500,000, about 200 bytes each) to a 4-partition
 bundled broker, then measures on that same topic, in this run:
 
 * baseline: aiokafka alone consuming every record (no conversion, no writes);
-* tabletopic: from the moment the sink owns its partitions until every offset is committed to
-  the table (Spark start-up is excluded: it happens once per daemon, not per record).
+* tabletopic into a hadoop catalog on local files, and (unless ``--no-lake``) into S3 on
+  loopback behind an Iceberg REST catalog (SeaweedFS): from the moment the sink owns its
+  partitions until every offset is committed to the table (Spark start-up is excluded: it
+  happens once per daemon, not per record).
 
-    python bench/e2e_throughput.py [--records 500000] [--interval-ms 10000]
+    python bench/e2e_throughput.py [--records 500000] [--interval-ms 10000] [--no-lake]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
 import shutil
@@ -26,6 +29,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.demo.broker import EmbeddedBroker, create_topic
+from tabletopic.demo.lake_servers import SeaweedLake
 from tabletopic.ops.logging_setup import configure_logging
 from tabletopic.standalone import Standalone
 from tabletopic.write.spark_session import SparkRuntime
@@ -97,33 +101,44 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--interval-ms", type=int, default=10_000)
+    parser.add_argument("--no-lake", action="store_true", help="skip the run into S3 behind a REST catalog")
     args = parser.parse_args()
     configure_logging("WARNING", "console")
     work = Path(tempfile.mkdtemp(prefix="tabletopic-bench-"))
+    results: list[tuple[str, float]] = []
+    rows: dict[str, int] = {}
     try:
         with EmbeddedBroker(log_path=work / "broker.log") as broker:
             nbytes = asyncio.run(produce(broker.bootstrap_servers, args.records))
-            base_s = asyncio.run(aiokafka_alone(broker.bootstrap_servers, args.records))
-            spark = SparkRuntime({"spark.master": "local[2]"})
+            results.append(("aiokafka alone (baseline)", asyncio.run(aiokafka_alone(broker.bootstrap_servers,
+                                                                                    args.records))))
+            spark = SparkRuntime({"spark.master": "local[2]"}, lake=not args.no_lake)
             spark.session  # noqa: B018 - started before the clock, as a running daemon's would be
             worker = {"bootstrap.servers": broker.bootstrap_servers, "listeners": "",
                       "value.converter.schemas.enable": "false", "consumer.session.timeout.ms": "6000",
                       "consumer.max.poll.records": "10000"}
-            connector = {"name": "bench", "topics": TOPIC, "iceberg.tables": TABLE,
-                         "iceberg.tables.auto-create-enabled": "true",
-                         "iceberg.control.commit.interval-ms": str(args.interval_ms),
-                         "iceberg.catalog.type": "hadoop",
-                         "iceberg.catalog.warehouse": "file://" + str(work / "warehouse")}
-            sink_s = asyncio.run(sink(worker, connector, args.records, spark))
-            rows = spark.activate().sql(f"SELECT count(*) FROM iceberg.{TABLE}").collect()[0][0]
+            targets = [("tabletopic, file:// (hadoop)", "local", {
+                "iceberg.catalog": "local", "iceberg.catalog.type": "hadoop",
+                "iceberg.catalog.warehouse": "file://" + str(work / "warehouse")})]
+            with SeaweedLake(work) if not args.no_lake else contextlib.nullcontext() as weed:
+                if weed is not None:
+                    rest = {f"iceberg.catalog.{k}": v for k, v in weed.rest_props().items()}
+                    targets.append(("tabletopic, S3 + REST catalog", "lake", {"iceberg.catalog": "lake", **rest}))
+                for label, name, catalog in targets:
+                    connector = {"name": f"bench-{name}", "topics": TOPIC, "iceberg.tables": TABLE,
+                                 "iceberg.tables.auto-create-enabled": "true",
+                                 "iceberg.control.commit.interval-ms": str(args.interval_ms), **catalog}
+                    results.append((label, asyncio.run(sink(worker, connector, args.records, spark))))
+                    rows[label] = spark.activate().sql(f"SELECT count(*) FROM {name}.{TABLE}").collect()[0][0]
             spark.stop()
         mib = nbytes / (1 << 20)
         print(f"\n{args.records:,} JSON records, {mib:.1f} MiB of values, {PARTITIONS} partitions, "
               f"commit interval {args.interval_ms} ms\n")
-        print(f"{'':28}{'seconds':>10}{'records/s':>14}{'MiB/s':>10}")
-        for label, seconds in (("aiokafka alone (baseline)", base_s), ("tabletopic end to end", sink_s)):
-            print(f"{label:28}{seconds:>10.2f}{args.records / seconds:>14,.0f}{mib / seconds:>10.2f}")
-        print(f"\nrows in the table: {rows:,} (expected {args.records:,})")
+        print(f"{'':32}{'seconds':>10}{'records/s':>14}{'MiB/s':>10}")
+        for label, seconds in results:
+            print(f"{label:32}{seconds:>10.2f}{args.records / seconds:>14,.0f}{mib / seconds:>10.2f}")
+        for label, count in rows.items():
+            print(f"rows in the table, {label}: {count:,} (expected {args.records:,})")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

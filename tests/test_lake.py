@@ -40,6 +40,7 @@ class Lake:
     props: dict[str, str]  # iceberg.catalog.* without the prefix
     duckdb_secret: str
     env: dict[str, str] = field(default_factory=dict)  # the daemon's environment (Glue reads the AWS chain)
+    secrets: list[str] = field(default_factory=list)  # must never reach the daemon's log
 
 
 @pytest.fixture(scope="module", params=["jdbc", "rest", "glue"])
@@ -52,10 +53,10 @@ def lake(request: pytest.FixtureRequest, spark: SparkRuntime,
             pytest.skip("PostgreSQL and its JDBC driver are not installed (.ci/run installs them)")
         with MotoLake(log_path=root / "moto.log") as s3, PostgresServer() as pg:
             yield Lake(kind, {**pg.jdbc_props(), "warehouse": f"s3://{s3.bucket}/wh", **s3.s3_props()},
-                       s3.duckdb_secret())
+                       s3.duckdb_secret(), secrets=[pg.password])
     elif kind == "rest":
         with SeaweedLake(root) as weed:
-            yield Lake(kind, weed.rest_props(), weed.duckdb_secret())
+            yield Lake(kind, weed.rest_props(), weed.duckdb_secret(), secrets=[weed.secret_key])
     else:
         with MotoLake(log_path=root / "moto.log") as moto:
             env = moto.glue_environment()
@@ -77,9 +78,13 @@ class Streams:
         self.current: dict[int, dict[str, int]] = {}
         self.upserts = 0
 
-    def wave(self, n: int) -> None:
+    def wave(self, n: int, note: bool = False) -> None:
         rows = [{"id": len(self.appended) + i, "amount": self.rng.randrange(10**6),
-                 "h": self.rng.randrange(2**31)} for i in range(n)]
+                 "h": self.rng.randrange(2**31), "ts": f"2026-11-{1 + (len(self.appended) + i) % 28:02d}T12:00:00Z"}
+                for i in range(n)]
+        if note:  # a field the table does not have yet: the table evolves
+            for r in rows:
+                r["note"] = f"n{r['id'] % 7}"
         self.appended += rows
         produce(self.bootstrap, self.append_topic,
                 [(str(r["id"]).encode(), json.dumps(r).encode(), r["id"] % PARTITIONS) for r in rows])
@@ -110,7 +115,9 @@ def test_append_and_upsert_tables_on_s3_survive_a_sigkill(lake: Lake, bootstrap:
               "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1500",
               "value.converter.schemas.enable": "false"}
     connectors = [
-        {"name": unique("lake-append"), "topics": append_topic, "iceberg.tables": tables["append"], **common},
+        {"name": unique("lake-append"), "topics": append_topic, "iceberg.tables": tables["append"],
+         "iceberg.tables.default-partition-by": "day(ts)", "iceberg.tables.evolve-schema-enabled": "true",
+         **common},
         {"name": unique("lake-upsert"), "topics": upsert_topic, "iceberg.tables": tables["upsert"],
          "iceberg.tables.default-id-columns": "id", "iceberg.tables.upsert-mode-enabled": "true", **common},
     ]
@@ -130,12 +137,12 @@ def test_append_and_upsert_tables_on_s3_survive_a_sigkill(lake: Lake, bootstrap:
     wait_until(lambda: committed("append") > 0 and committed("upsert") > 0, 180, "first commits", daemon)
     # Another writer commits to the table the daemon has loaded: its next commit starts from stale
     # metadata and must be retried on the new state, keeping the foreign row.
-    reader.sql(f"INSERT INTO {{c}}.{tables['append']} (id, amount, h) VALUES (-1, 0, 0)")
+    reader.sql(f"INSERT INTO {{c}}.{tables['append']} (id, amount, h, ts) VALUES (-1, 0, 0, TIMESTAMP '2026-11-01')")
     streams.wave(3000)
     time.sleep(random.Random(5).uniform(0.5, 2.0))
     daemon.kill()
     daemon.start()
-    streams.wave(3000)
+    streams.wave(3000, note=True)
     wait_until(all_committed, 240, "every record committed after the restart", daemon)
     assert daemon.terminate() == 0, daemon.output()[-3000:]
 
@@ -143,6 +150,10 @@ def test_append_and_upsert_tables_on_s3_survive_a_sigkill(lake: Lake, bootstrap:
     want = (want[0] + 1, want[1] + 1, *want[2:])  # and the foreign row (id -1, zeros)
     got = reader.sql(f"SELECT count(*), count(DISTINCT id), sum(h), sum(amount) FROM {{c}}.{tables['append']}")[0]
     assert tuple(int(v) for v in got) == want, "append table read by Spark"
+    notes = reader.sql(f"SELECT count(note) FROM {{c}}.{tables['append']}")[0][0]
+    assert notes == sum(1 for r in streams.appended if "note" in r) == 3000, "the evolved column"
+    spec = reader.table(tables["append"]).spec()
+    assert [f.transform().toString() for f in spec.fields()] == ["day"]
     spark_rows = {int(r[0]): (int(r[1]), int(r[2])) for r in reader.sql(
         f"SELECT id, v, seq FROM {{c}}.{tables['upsert']}")}
     model = {k: (r["v"], r["seq"]) for k, r in streams.current.items()}
@@ -164,6 +175,8 @@ def test_append_and_upsert_tables_on_s3_survive_a_sigkill(lake: Lake, bootstrap:
                     if f"kafka.connect.source-offsets.{groups[which]}" not in s["summary"]]
         assert len(unmarked) == (1 if which == "append" else 0), unmarked  # only the foreign writer's
     assert "positions from the tables" in daemon.output()
+    for secret in lake.secrets:
+        assert secret not in daemon.output(), "a secret in the daemon's log"
 
 
 def test_validate_names_the_catalog_and_storage(tmp_path: Path) -> None:
