@@ -54,6 +54,17 @@ class PostgresServer:
                   self.database)
         return self
 
+    def pause(self) -> None:
+        """Stop the server, keeping its data: a catalog outage."""
+        self._run(str(self._bin / "pg_ctl"), "-D", str(self.root / "data"), "-m", "fast", "-w", "stop")
+        self._started = False
+
+    def resume(self) -> None:
+        self._run(str(self._bin / "pg_ctl"), "-D", str(self.root / "data"), "-l", str(self.root / "log"), "-w", "-o",
+                  f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c fsync=off "
+                  "-c synchronous_commit=off", "start")
+        self._started = True
+
     def stop(self) -> None:
         if self._started:
             self._started = False

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import numpy as np
 import structlog
@@ -36,7 +37,13 @@ from tabletopic.ops.metrics import SinkMetrics
 from tabletopic.route.router import Router
 from tabletopic.transform.chain import TransformChain, TransformError
 from tabletopic.write.file_writer import FileWriter
-from tabletopic.write.iceberg_tables import IcebergTables, TableError
+from tabletopic.write.iceberg_tables import (
+    JAVA_ERRORS,
+    CatalogUnavailable,
+    IcebergTables,
+    TableError,
+    java_error_message,
+)
 from tabletopic.write.sink_writer import SinkWriter
 from tabletopic.write.spark_session import SparkRuntime
 
@@ -46,6 +53,7 @@ log = structlog.get_logger(__name__)
 _GROUP_COMMIT_TIMEOUT_S = 10.0
 GroupCommit = Callable[[dict[TopicPartition, int]], Awaitable[None]]
 GroupOffsets = Callable[[list[TopicPartition]], Awaitable[dict[TopicPartition, int]]]
+T = TypeVar("T")
 
 
 class SinkTask:
@@ -78,12 +86,17 @@ class SinkTask:
         self._group_commit: GroupCommit | None = None
         self._group_offsets: GroupOffsets | None = None
         self._reseek: Callable[[], Awaitable[None]] | None = None
+        self._seek: Callable[[TopicPartition, int], None] | None = None
+        self._catalog_failures = 0  # in a row; reset by a batch staged without one
+        self.catalog_error: str | None = None
         self.last_error: str | None = None  # why this worker's last answer was lost; cleared by a commit
         self._catalog_scanned = False
 
     def bind_consumer(self, group_commit: GroupCommit, group_offsets: GroupOffsets,
-                      reseek: Callable[[], Awaitable[None]]) -> None:
+                      reseek: Callable[[], Awaitable[None]],
+                      seek: Callable[[TopicPartition, int], None] | None = None) -> None:
         self._group_commit, self._group_offsets, self._reseek = group_commit, group_offsets, reseek
+        self._seek = seek
 
     async def start(self) -> None:
         await self.failed.start()
@@ -107,6 +120,60 @@ class SinkTask:
         self.metrics.records_consumed.labels(topic=raw.topic).inc(len(raw))
         self.metrics.bytes_consumed.labels(topic=raw.topic).inc(
             sum(len(v) for v in raw.values if v) + sum(len(k) for k in raw.keys if k))
+        try:
+            failures, staged = self._stage(raw)
+        except CatalogUnavailable as exc:
+            # Not the records' fault: nothing is dead-lettered, the position stays, and the partition
+            # is read again from the first record not taken.
+            start = position if position is not None else int(raw.offsets[0])
+            if position is None:
+                self.ledger.seek(tp, start)  # without a position the next batch would be taken as it comes
+            await self._catalog_failed(exc)
+            if self._seek is not None and tp in self.assigned and self.ledger.position(tp) == start:
+                self._seek(tp, start)
+            return
+        self._catalog_failures = 0
+        await self.failed.handle(raw, failures)  # raises under errors.tolerance=none
+        if tp not in self.assigned or self.ledger.position(tp) != position:
+            # A revocation, or a seek after a rejected answer, came while the bad records were sent:
+            # these rows no longer continue the partition, and come again from where it now stands.
+            return
+        if failures:
+            bad = np.asarray(sorted({f.index for f in failures}), dtype=np.int64)
+            staged = {t: [p.take(~np.isin(p.rows, bad)) for p in parts] for t, parts in staged.items()}
+        for table, parts in staged.items():
+            self.writer.buffer(table, [p for p in parts if len(p)])
+        self.ledger.accept(tp, int(raw.offsets[0]), raw.next_offset)
+        self.metrics.buffered_records.set(self.writer.buffered_records)
+        self.metrics.buffered_bytes.set(self.writer.buffered_bytes)
+        self.writer.maybe_flush()
+
+    async def _read_tables(self, read: Callable[[], T]) -> T:
+        """``read()`` in a thread, retried with backoff while the catalog or storage fails."""
+        while True:
+            try:
+                result = await asyncio.to_thread(read)
+            except (CatalogUnavailable, *JAVA_ERRORS) as exc:
+                why = exc if isinstance(exc, CatalogUnavailable) else CatalogUnavailable(java_error_message(exc))
+                await self._catalog_failed(why)
+                continue
+            self._catalog_failures = 0
+            return result
+
+    async def _catalog_failed(self, exc: CatalogUnavailable) -> None:
+        self._catalog_failures += 1
+        self.catalog_error = str(exc)
+        self.metrics.catalog_failures.inc()
+        if self._catalog_failures >= self.config.catalog_max_failures:
+            raise CatalogUnavailable(f"{exc} ({self._catalog_failures} failures in a row; "
+                                     "tabletopic.catalog.max-consecutive-failures)") from exc
+        backoff = min(30.0, 2.0 ** (self._catalog_failures - 1))
+        self.log.warning("catalog or storage unavailable; records will be read again", error=str(exc),
+                         failures=self._catalog_failures, retry_in_s=backoff)
+        await asyncio.sleep(backoff)
+
+    def _stage(self, raw: RawRecords) -> tuple[list[RecordFailure], dict[str, list[SinkRecords]]]:
+        """Convert, transform, route and shape the records: what fails, and what goes to each table."""
         failures: list[RecordFailure] = []
         staged: dict[str, list[SinkRecords]] = {}
         for records, tombstones in self._convert(raw, failures):
@@ -131,20 +198,7 @@ class SinkTask:
                     continue
                 failures.extend(RecordFailure("schema", f.index, f.reason) for f in schema_failures)
                 staged.setdefault(table, []).extend(parts)
-        await self.failed.handle(raw, failures)  # raises under errors.tolerance=none
-        if tp not in self.assigned or self.ledger.position(tp) != position:
-            # A revocation, or a seek after a rejected answer, came while the bad records were sent:
-            # these rows no longer continue the partition, and come again from where it now stands.
-            return
-        if failures:
-            bad = np.asarray(sorted({f.index for f in failures}), dtype=np.int64)
-            staged = {t: [p.take(~np.isin(p.rows, bad)) for p in parts] for t, parts in staged.items()}
-        for table, parts in staged.items():
-            self.writer.buffer(table, [p for p in parts if len(p)])
-        self.ledger.accept(tp, int(raw.offsets[0]), raw.next_offset)
-        self.metrics.buffered_records.set(self.writer.buffered_records)
-        self.metrics.buffered_bytes.set(self.writer.buffered_bytes)
-        self.writer.maybe_flush()
+        return failures, staged
 
     def _convert(self, raw: RawRecords, failures: list[RecordFailure]) -> list[tuple[SinkRecords, bool]]:
         """Converted rows, each with whether they are tombstone deletes."""
@@ -247,10 +301,10 @@ class SinkTask:
         partition that accepted nothing yet is sought, so delivery order never goes backwards
         past an accepted record.
         """
-        known = await asyncio.to_thread(self._known_tables)
-        floors = await asyncio.to_thread(lambda: {t: self._read_recorded(t) for t in known})
+        known = await self._read_tables(self._known_tables)
+        floors = await self._read_tables(lambda: {t: self._read_recorded(t) for t in known})
         group = await self._group_offsets(sorted(tps)) if self._group_offsets else {}
-        java = await asyncio.to_thread(self._java_sink_commits, [t for t in known if not floors.get(t)])
+        java = await self._read_tables(lambda: self._java_sink_commits([t for t in known if not floors.get(t)]))
         check_takeover(java, self.config.group_id, tps, group)
         if java:
             self.log.info("going on where the Iceberg Kafka Connect sink stopped, from the consumer group's offsets",
@@ -343,6 +397,8 @@ class SinkTask:
     def ready(self) -> tuple[bool, str]:
         if not self.assigned:
             return False, "no partitions assigned"
+        if self._catalog_failures:
+            return False, f"catalog or storage unavailable: {self.catalog_error}"
         if self.last_error:
             return False, f"last commit failed: {self.last_error}"
         return True, "ok"

@@ -30,7 +30,7 @@ from tabletopic.ops.http_server import ConnectorView, HttpServer
 from tabletopic.ops.metrics import SinkMetrics, new_registry
 from tabletopic.registry.service import RegistryStartError, SchemaRegistryService
 from tabletopic.sink_task import SinkTask
-from tabletopic.write.iceberg_tables import JAVA_ERRORS, TableError, java_error_message
+from tabletopic.write.iceberg_tables import JAVA_ERRORS, CatalogUnavailable, TableError, java_error_message
 from tabletopic.write.spark_session import SparkRuntime
 
 log = structlog.get_logger(__name__)
@@ -114,7 +114,7 @@ class Standalone:
             return code or exit_codes.OK
         try:
             await self._build()
-        except (TableError, StartupError) as exc:
+        except (TableError, StartupError, CatalogUnavailable) as exc:
             log.error("cannot start", error=str(exc))
             if self.schema_registry is not None:
                 await asyncio.to_thread(self.schema_registry.stop)
@@ -289,9 +289,10 @@ def _check_catalog(task: SinkTask) -> None:
             task.tables.exists(name)
     except TableError:
         raise
-    except JAVA_ERRORS as exc:
+    except (JAVA_ERRORS, CatalogUnavailable) as exc:
+        why = str(exc) if isinstance(exc, CatalogUnavailable) else java_error_message(exc)
         raise StartupError(f"connector {task.config.name}: the Iceberg catalog {task.config.catalog_name!r} "
-                           f"is not reachable ({java_error_message(exc)}); check iceberg.catalog.*") from exc
+                           f"is not reachable ({why}); check iceberg.catalog.*") from exc
 
 
 def _status(c: _Connector) -> Callable[[], dict[str, object]]:

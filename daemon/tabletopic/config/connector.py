@@ -120,6 +120,10 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
     Key("tabletopic.commit.stall-intervals", KeyType.INT, 3,
         "/ready answers 503 (and tabletopic_commit_stalled_seconds rises) once no round has committed, or this "
         "worker's answer has had no verdict, for this many intervals plus the commit timeout.", minimum=1),
+    Key("tabletopic.catalog.max-consecutive-failures", KeyType.INT, 10,
+        "A catalog or storage failure while opening, creating or evolving a table is retried with backoff "
+        "(1 s doubling to 30 s); records are read again, never dead-lettered. After this many failures in a "
+        "row the connector stops (exit 1) so that a supervisor restarts it.", minimum=1),
     Key("iceberg.catalog", KeyType.STRING, "iceberg", "Name of the Iceberg catalog (the Spark catalog name)."),
     Key("iceberg.connect.group-id", KeyType.STRING, None, "Consumer group of the source topics (connect-<name>)."),
     Key("iceberg.hadoop-conf-dir", KeyType.STRING, None, "Accepted for compatibility; set HADOOP_CONF_DIR instead."),
@@ -191,6 +195,7 @@ class ConnectorConfig:
     commit_timeout_ms: int
     commit_threads: int
     commit_stall_intervals: int
+    catalog_max_failures: int
     control_topic: str
     control_group_prefix: str
     catalog_name: str
@@ -388,6 +393,7 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
         commit_timeout_ms=values["iceberg.control.commit.timeout-ms"],
         commit_threads=values["iceberg.control.commit.threads"],
         commit_stall_intervals=values["tabletopic.commit.stall-intervals"],
+        catalog_max_failures=values["tabletopic.catalog.max-consecutive-failures"],
         control_topic=values["iceberg.control.topic"],
         control_group_prefix=values["iceberg.control.group-id-prefix"],
         catalog_name=values["iceberg.catalog"],

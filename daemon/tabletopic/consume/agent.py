@@ -83,7 +83,8 @@ class FaustConsumer:
         self.app.agent(self.batches, name=f"tabletopic-{config.name}")(self._consume)
         self.app.on_partitions_assigned.connect(self._on_assigned)
         self.app.on_partitions_revoked.connect(self._on_revoked)
-        task.bind_consumer(self._commit_group, self._group_offsets, self._reseek_all)
+        task.bind_consumer(self._commit_group, self._group_offsets, self._reseek_all,
+                           lambda tp, offset: self.app.request_seek(TP(*tp), offset))
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:

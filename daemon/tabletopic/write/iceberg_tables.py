@@ -31,6 +31,13 @@ class TableError(RuntimeError):
     """A table cannot be used; the message names the table and what to do."""
 
 
+class CatalogUnavailable(RuntimeError):
+    """The catalog or the storage behind it failed: the system's fault, never a record's.
+
+    Records are never dead-lettered for it: the sink waits and reads them again.
+    """
+
+
 @dataclass
 class TableHandle:
     name: str
@@ -110,8 +117,8 @@ class IcebergTables:
         try:
             return self._spark.iceberg_catalog(self._config.catalog_name)
         except JAVA_ERRORS as exc:
-            raise TableError(f"cannot open Iceberg catalog {self._config.catalog_name!r} "
-                             f"({java_error_message(exc)}); check the iceberg.catalog.* keys") from exc
+            raise CatalogUnavailable(f"cannot open Iceberg catalog {self._config.catalog_name!r} "
+                                     f"({java_error_message(exc)}); check the iceberg.catalog.* keys") from exc
 
     def jvm_catalog(self) -> Any:
         return self._catalog()
@@ -133,7 +140,10 @@ class IcebergTables:
             return list(self._handles)
 
     def exists(self, name: str) -> bool:
-        return bool(self._catalog().tableExists(self._ident(name)))
+        try:
+            return bool(self._catalog().tableExists(self._ident(name)))
+        except JAVA_ERRORS as exc:
+            raise CatalogUnavailable(f"cannot look up table {name}: {java_error_message(exc)}") from exc
 
     def get(self, name: str, sample: pa.Schema | None = None) -> TableHandle:
         """The table, created from ``sample`` if it is missing and auto-create is on."""
@@ -154,17 +164,14 @@ class IcebergTables:
                     raise TableError(f"table {name} does not exist; create it, or set "
                                      "iceberg.tables.auto-create-enabled=true")
             except JAVA_ERRORS as exc:
-                raise TableError(f"cannot load table {name}: {java_error_message(exc)}") from exc
+                raise CatalogUnavailable(f"cannot load table {name}: {java_error_message(exc)}") from exc
             handle = self._handle(name, java)
             self._handles[name] = handle
             return handle
 
     def try_load(self, name: str) -> TableHandle | None:
         """The table if it exists, without creating it."""
-        try:
-            return self.get(name, None) if self.exists(name) else None
-        except JAVA_ERRORS as exc:
-            raise TableError(f"cannot load table {name}: {java_error_message(exc)}") from exc
+        return self.get(name, None) if self.exists(name) else None
 
     def refresh(self, name: str) -> TableHandle:
         """Re-read the table's metadata (after a commit conflict, or a schema change by someone else)."""

@@ -26,7 +26,13 @@ from tabletopic.convert.records import UPSERT, SinkRecords
 from tabletopic.ops.metrics import SinkMetrics
 from tabletopic.write.arrow_conform import ConformError, conform
 from tabletopic.write.file_writer import FileWriter, WrittenFiles
-from tabletopic.write.iceberg_tables import JAVA_ERRORS, IcebergTables, TableHandle, java_error_message
+from tabletopic.write.iceberg_tables import (
+    JAVA_ERRORS,
+    CatalogUnavailable,
+    IcebergTables,
+    TableHandle,
+    java_error_message,
+)
 from tabletopic.write.schema_evolution import EvolutionError, plan
 from tabletopic.write.schema_evolution import apply as apply_changes
 
@@ -98,7 +104,7 @@ class SinkWriter:
                 # Iceberg retries snapshot commits but not a schema update: the coordinator's commit
                 # of the round before lands in between often. Plan again on the new metadata.
                 if "CommitFailedException" not in java_error_message(exc) or attempt == _EVOLVE_ATTEMPTS:
-                    raise
+                    raise CatalogUnavailable(f"cannot evolve table {handle.name}: {java_error_message(exc)}") from exc
                 log.info("schema update raced another commit; planning it again", table=handle.name,
                          attempt=attempt)
                 handle = self._tables.refresh(handle.name)

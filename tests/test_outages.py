@@ -1,0 +1,92 @@
+"""A failure of the system is never a bad record: a catalog outage dead-letters nothing and loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from py4j.protocol import Py4JJavaError
+
+from tabletopic.write.spark_session import SparkRuntime
+from tests.postgres_server import PostgresServer, postgres_available
+from tests.support import DaemonProcess, Warehouse, create_topic, produce, unique, wait_until, worker_props
+
+PARTITIONS = 2
+
+
+def _end_offset(bootstrap: str, topic: str) -> int:
+    async def go() -> int:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+        await consumer.start()
+        try:
+            ends = await consumer.end_offsets([TopicPartition(topic, 0)])
+            return int(ends[TopicPartition(topic, 0)])
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(go())
+
+
+@pytest.mark.skipif(not postgres_available(), reason="PostgreSQL and its JDBC driver (.ci/run installs them)")
+def test_a_catalog_outage_dead_letters_nothing_and_loses_nothing(bootstrap: str, spark: SparkRuntime,
+                                                                 tmp_path: Path) -> None:
+    topic, dlq = unique("outage"), unique("outage_dlq")
+    create_topic(bootstrap, topic, PARTITIONS)
+    create_topic(bootstrap, dlq, 1)
+    with PostgresServer() as pg:
+        catalog = unique("jdbc")
+        props = {**pg.jdbc_props(), "warehouse": "file://" + str(tmp_path / "wh")}
+        reader = Warehouse(spark, tmp_path, props, name=catalog)
+        connector = {
+            "name": unique("outage"), "topics": topic, "value.converter.schemas.enable": "false",
+            "iceberg.tables.dynamic-enabled": "true", "iceberg.tables.route-field": "table",
+            "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000",
+            "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq,
+            "tabletopic.catalog.max-consecutive-failures": "1000",
+            "iceberg.catalog": catalog, **{f"iceberg.catalog.{k}": v for k, v in props.items()},
+        }
+        group = f"connect-{connector['name']}"
+        produced = {p: 0 for p in range(PARTITIONS)}
+        rows: dict[str, set[int]] = {"outage.first": set(), "outage.second": set()}
+
+        def send(table: str, first: int, n: int) -> None:
+            batch = []
+            for i in range(first, first + n):
+                batch.append((str(i).encode(), json.dumps({"table": table, "id": i}).encode(), i % PARTITIONS))
+                produced[i % PARTITIONS] += 1
+                rows[table].add(i)
+            produce(bootstrap, topic, batch)
+
+        def committed() -> dict[int, int]:
+            best = {p: 0 for p in range(PARTITIONS)}
+            try:
+                for table in rows:
+                    if reader.exists(table):
+                        for (_, p), offset in reader.offsets(table, group).items():
+                            best[p] = max(best[p], offset)
+            except Py4JJavaError:  # this reader's pooled connections died with the server; asked again
+                return {}
+            return best
+
+        daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
+        send("outage.first", 0, 500)
+        wait_until(lambda: committed() == produced, 180, "the first table committed", daemon)
+
+        pg.pause()
+        # Records for a table not created yet, and for the one the sink has open.
+        send("outage.second", 10_000, 500)
+        send("outage.first", 500, 500)
+        wait_until(lambda: "catalog or storage unavailable" in daemon.output(), 120, "the outage noticed", daemon)
+        wait_until(lambda: daemon.output().count("catalog or storage unavailable") >= 3, 120, "retries", daemon)
+        pg.resume()
+
+        wait_until(lambda: committed() == produced, 240, "every record committed after the outage", daemon)
+        assert daemon.terminate() == 0, daemon.output()[-3000:]
+
+        for table, ids in rows.items():
+            got = reader.sql(f"SELECT count(*), count(DISTINCT id), sum(id) FROM {{c}}.{table}")[0]
+            assert tuple(int(v) for v in got) == (len(ids), len(ids), sum(ids)), table
+        assert _end_offset(bootstrap, dlq) == 0, "a record was dead-lettered for an outage"
