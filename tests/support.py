@@ -36,10 +36,10 @@ Record = tuple[bytes | None, bytes | None, int]  # key, value, partition
 
 
 def produce(bootstrap: str, topic: str, records: Iterable[Record],
-            headers: list[tuple[str, bytes]] | None = None) -> int:
+            headers: list[tuple[str, bytes]] | None = None, max_request_size: int = 1048576) -> int:
     async def go() -> int:
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False,
-                                    linger_ms=5, max_batch_size=256 * 1024)
+                                    linger_ms=5, max_batch_size=256 * 1024, max_request_size=max_request_size)
         await producer.start()
         count = 0
         try:

@@ -142,3 +142,60 @@ def test_json_that_does_not_match_its_schema_goes_to_the_dead_letter_topic(
     reasons = {v: h["__connect.errors.exception.message"].decode() for v, h in dead}
     assert "does not match its schema" in reasons[bad[0]]
     assert "required" in reasons[bad[1]] and "uint128" in reasons[bad[2]]
+
+
+KIND_SCHEMA = {"type": "struct", "optional": False, "fields": [
+    {"field": "table", "type": "string", "optional": True},
+    {"field": "id", "type": "int64", "optional": False},
+    {"field": "blob", "type": "bytes", "optional": True},
+    {"field": "price", "type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal",
+     "parameters": {"scale": "2"}},
+    {"field": "at", "type": "int64", "optional": True, "name": "org.apache.kafka.connect.data.Timestamp"}]}
+
+
+def _kind(table: object, i: int, **fields: object) -> bytes:
+    schema = KIND_SCHEMA
+    if isinstance(table, dict):  # a route field that is a struct
+        schema = {**KIND_SCHEMA, "fields": [{"field": "table", "type": "struct", "optional": True, "fields": [
+            {"field": "x", "type": "string", "optional": True}]}, *KIND_SCHEMA["fields"][1:]]}
+    payload = {"table": table, "id": i, "blob": "AAEC", "price": "AMg=", "at": 1_790_000_000_000, **fields}
+    return json_envelope(schema, payload)
+
+
+BAD_KINDS = {
+    "deeply nested JSON": b'{"schema": null, "payload": ' + b'{"a": ' * 5000 + b"1" + b"}" * 5001,
+    "bytes that are not base64": _kind("bad_kinds.good", 90_001, blob="not base64!!"),
+    "a Decimal that is not base64": _kind("bad_kinds.good", 90_002, price="%%%"),
+    "a Timestamp out of range": _kind("bad_kinds.good", 90_003, at=2**62),
+    "an empty route value": _kind("", 90_004),
+    "a route value that is not a table name": _kind("ns.", 90_005),
+    "a route value that is a struct": _kind({"x": "bad_kinds.good"}, 90_006),
+    "a bad record bigger than a default request": b"\x00" + b"x" * 1_200_000,
+}
+
+
+def test_every_kind_of_bad_record_goes_to_the_dead_letter_topic(
+        bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
+    topic, dlq = unique("bad_kinds"), unique("bad_kinds_dlq")
+    create_topic(bootstrap, topic, 2)
+    create_topic(bootstrap, dlq, 1)
+    table = "bad_kinds.good"
+    records = []
+    bad = list(BAD_KINDS.values())
+    for i in range(2000):
+        if i % 250 == 100 and bad:
+            records.append((b"bad", bad.pop(0), i % 2))
+        records.append((str(i).encode(), _kind(table, i), i % 2))
+    produce(bootstrap, topic, records, max_request_size=4 * 1024 * 1024)
+    code, _ = run_in_process(spark, worker_props(bootstrap), [{
+        "name": unique("kinds"), "topics": topic, "value.converter.schemas.enable": "true",
+        "iceberg.tables.dynamic-enabled": "true", "iceberg.tables.route-field": "table",
+        "iceberg.tables.auto-create-enabled": "true", "errors.tolerance": "all",
+        "errors.deadletterqueue.topic.name": dlq, "errors.deadletterqueue.context.headers.enable": "true",
+        "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}],
+        until=lambda d: sum(d.connectors[0].task.committed_offsets(table).values()) >= len(records))
+    assert code == 0
+    got = warehouse.sql(f"SELECT count(*), count(DISTINCT id), sum(id) FROM {{c}}.{table}")[0]
+    assert tuple(got) == (2000, 2000, sum(range(2000)))
+    dead = read_topic(bootstrap, dlq, len(BAD_KINDS))
+    assert sorted(v for v, _ in dead) == sorted(BAD_KINDS.values())

@@ -12,12 +12,14 @@ came in, with Connect's ``__connect.errors.*`` headers when
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import structlog
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import MessageSizeTooLargeError
 
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.convert.records import RawRecords
@@ -25,6 +27,7 @@ from tabletopic.kafka_clients import KafkaClients
 from tabletopic.ops.metrics import SinkMetrics
 
 log = structlog.get_logger(__name__)
+_DLQ_MAX = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,9 @@ class FailedRecords:
         if self.tolerant and self._config.dlq_topic:
             # Not idempotent: some brokers reject InitProducerId, and a duplicate in the DLQ is harmless
             # next to a lost record.
-            self._producer = self._clients.producer(acks="all", enable_idempotence=False, linger_ms=5)
+            # A failed record may be as big as the source topic allowed: the broker's own limit decides.
+            size = {} if "max_request_size" in self._clients.kwargs("producer") else {"max_request_size": _DLQ_MAX}
+            self._producer = self._clients.producer(acks="all", enable_idempotence=False, linger_ms=5, **size)
             await self._producer.start()
 
     async def stop(self) -> None:
@@ -94,13 +99,35 @@ class FailedRecords:
                 headers = list(raw.headers[failure.index])
                 if self._config.dlq_context_headers:
                     headers += self._context_headers(raw, failure, offset)
-                sends.append(await self._producer.send(
-                    self._config.dlq_topic, value=raw.values[failure.index], key=raw.keys[failure.index],
-                    headers=headers, timestamp_ms=raw.timestamps[failure.index]))
-        for sent in sends:
-            await sent  # the batch is not buffered past these records until the DLQ has them
+                sends.append((await self._send(raw.values[failure.index], raw.keys[failure.index], headers,
+                                               raw.timestamps[failure.index]), raw, failure.index, headers))
+        for sent, source, index, headers in sends:
+            try:
+                await sent  # the batch is not buffered past these records until the DLQ has them
+            except MessageSizeTooLargeError:
+                await (await self._too_large(source, index, headers))
         if sends:
             self._metrics.dead_letter_records.inc(len(sends))
+
+    async def _send(self, value: bytes | None, key: bytes | None, headers: list[tuple[str, bytes]],
+                    timestamp_ms: int) -> asyncio.Future[object]:
+        assert self._producer is not None and self._config.dlq_topic
+        try:
+            return await self._producer.send(self._config.dlq_topic, value=value, key=key, headers=headers,
+                                             timestamp_ms=timestamp_ms)
+        except MessageSizeTooLargeError:
+            future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+            future.set_exception(MessageSizeTooLargeError())
+            return future
+
+    async def _too_large(self, raw: RawRecords, index: int, headers: list[tuple[str, bytes]]) -> asyncio.Future[object]:
+        """The dead-letter topic refuses the record's size: send it without its value, saying where it is."""
+        size = len(raw.values[index] or b"")
+        log.error("failed record too large for the dead-letter topic; sent without its value", topic=raw.topic,
+                  partition=raw.partition, offset=raw.offsets[index], value_bytes=size)
+        headers = [*headers, ("__tabletopic.errors.value.dropped.bytes", str(size).encode()),
+                   ("__tabletopic.errors.source", f"{raw.topic}[{raw.partition}]@{raw.offsets[index]}".encode())]
+        return await self._send(None, raw.keys[index], headers, raw.timestamps[index])
 
     def _context_headers(self, raw: RawRecords, failure: RecordFailure, offset: int) -> list[tuple[str, bytes]]:
         pairs = {

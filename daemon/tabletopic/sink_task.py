@@ -13,6 +13,7 @@ source of truth, see :meth:`on_assigned`).
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -32,6 +33,7 @@ from tabletopic.convert.converter import Converter, load_converter
 from tabletopic.convert.key_rows import tombstone_deletes
 from tabletopic.convert.records import RawRecords, SinkRecords
 from tabletopic.failed_records import FailedRecords, RecordFailure
+from tabletopic.isolation import apply_isolating, convert_isolating
 from tabletopic.kafka_clients import KafkaClients
 from tabletopic.ops.metrics import SinkMetrics
 from tabletopic.route.router import Router
@@ -173,39 +175,59 @@ class SinkTask:
         await asyncio.sleep(backoff)
 
     def _stage(self, raw: RawRecords) -> tuple[list[RecordFailure], dict[str, list[SinkRecords]]]:
-        """Convert, transform, route and shape the records: what fails, and what goes to each table."""
+        """Convert, transform, route and shape the records: what fails, and what goes to each table.
+
+        A stage that raises for one record's sake fails that record alone (see isolation.py).
+        """
         failures: list[RecordFailure] = []
         staged: dict[str, list[SinkRecords]] = {}
-        for records, tombstones in self._convert(raw, failures):
+
+        def failed(stage: str) -> Callable[[int, str], None]:
+            return lambda row, why: failures.append(RecordFailure(stage, row, why))
+
+        for converted, tombstones in self._convert(raw, failures):
+            pieces = [converted]
             if not tombstones:
                 try:
-                    records = self.transforms.apply(records) if self.transforms else records
+                    if self.transforms:
+                        pieces = apply_isolating(self.transforms.apply, converted, failed("transform"))
                 except TransformError as exc:
-                    failures.extend(RecordFailure("transform", int(r), str(exc)) for r in records.rows)
+                    failures.extend(RecordFailure("transform", int(r), str(exc)) for r in converted.rows)
                     continue
-                if self.change_kinds is not None and len(records):
-                    records, cdc_failures = self.change_kinds.classify(records)
-                    failures.extend(RecordFailure("transform", f.index, f.reason) for f in cdc_failures)
-            if not len(records):
-                continue
-            routed = self.router.route(records, tombstones)
-            failures.extend(RecordFailure("route", f.index, f.reason) for f in routed.failures)
-            for table, subset in routed.by_table.items():
-                try:
-                    parts, schema_failures = self.writer.prepare(table, subset)
-                except TableError as exc:
-                    failures.extend(RecordFailure("schema", int(r), str(exc)) for r in subset.rows)
+                if self.change_kinds is not None:
+                    classified = [c for p in pieces if len(p)
+                                  for c in apply_isolating(self.change_kinds.classify, p, failed("transform"))]
+                    pieces = [records for records, _ in classified]
+                    failures.extend(RecordFailure("transform", f.index, f.reason) for _, fs in classified for f in fs)
+            for records in pieces:
+                if not len(records):
                     continue
-                failures.extend(RecordFailure("schema", f.index, f.reason) for f in schema_failures)
-                staged.setdefault(table, []).extend(parts)
+                route = functools.partial(self.router.route, tombstones=tombstones)
+                for routed in apply_isolating(route, records, failed("route")):
+                    failures.extend(RecordFailure("route", f.index, f.reason) for f in routed.failures)
+                    for table, subset in routed.by_table.items():
+                        self._shape(table, subset, failures, staged)
         return failures, staged
+
+    def _shape(self, table: str, subset: SinkRecords, failures: list[RecordFailure],
+               staged: dict[str, list[SinkRecords]]) -> None:
+        try:
+            prepared = apply_isolating(lambda s: self.writer.prepare(table, s), subset,
+                                       lambda row, why: failures.append(RecordFailure("schema", row, why)))
+        except TableError as exc:
+            failures.extend(RecordFailure("schema", int(r), str(exc)) for r in subset.rows)
+            return
+        for parts, schema_failures in prepared:
+            failures.extend(RecordFailure("schema", f.index, f.reason) for f in schema_failures)
+            staged.setdefault(table, []).extend(parts)
 
     def _convert(self, raw: RawRecords, failures: list[RecordFailure]) -> list[tuple[SinkRecords, bool]]:
         """Converted rows, each with whether they are tombstone deletes."""
         present = [i for i, v in enumerate(raw.values) if v is not None]
         out: list[tuple[SinkRecords, bool]] = []
         if present:
-            result = self.value_converter.convert(raw.topic, [raw.values[i] for i in present])
+            result = convert_isolating(lambda values: self.value_converter.convert(raw.topic, values),
+                                       [raw.values[i] for i in present])
             failures.extend(RecordFailure("convert", present[f.index], f.reason) for f in result.failures)
             position = np.asarray(present, dtype=np.int64)
             offsets = np.asarray(raw.offsets, dtype=np.int64)

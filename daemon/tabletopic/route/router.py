@@ -45,6 +45,8 @@ class Router:
         if self._path is None:
             return Routed({t: records for t in self._tables})
         values = self._route_values(records.value)
+        if isinstance(values, str):
+            return Routed(failures=[Failure(int(r), values) for r in records.rows])
         if values is None:
             if tombstones:
                 return Routed()
@@ -60,6 +62,10 @@ class Router:
             for name in pc.unique(pc.drop_null(lowered)).to_pylist():
                 mask = np.asarray(pc.fill_null(pc.equal(lowered, name), False).to_numpy(zero_copy_only=False),
                                   dtype=bool)
+                if not _table_name(name):
+                    reason = f"route field {'.'.join(self._path)!r} is {name!r}, which is not a table name"
+                    routed.failures.extend(Failure(int(r), reason) for r in records.rows[mask])
+                    continue
                 routed.by_table[name] = records.take(mask)
             return routed
         distinct = pc.unique(pc.drop_null(values)).to_pylist()
@@ -74,9 +80,17 @@ class Router:
             routed.by_table[table] = records.take(mask)
         return routed
 
-    def _route_values(self, table: pa.Table) -> pa.Array | None:
+    def _route_values(self, table: pa.Table) -> pa.Array | str | None:
+        """The route values as strings; None if the field is absent; why not, if it holds no scalars."""
         assert self._path is not None
         column = read_path(table, self._path, self._case_insensitive)
         if column is None:
             return None
+        if pa.types.is_nested(column.type):
+            return f"route field {'.'.join(self._path)!r} is a {column.type}, not a value that names a table"
         return column if column.type == pa.string() else pc.cast(column, pa.string())
+
+
+def _table_name(name: str) -> bool:
+    """A dotted name whose every part is non-empty: ``""``, ``"ns."`` and ``"a..b"`` name no table."""
+    return bool(name) and all(part.strip() for part in name.split("."))

@@ -104,7 +104,8 @@ def finish(array: pa.Array, node: Node) -> pa.Array:
     if node.kind == "decimal":
         return pa.array([_decimal(v, node.final) for v in array.to_pylist()], node.final)
     if node.kind == "bytes":
-        return pa.array([None if v is None else base64.b64decode(v) for v in array.to_pylist()], pa.binary())
+        return pa.array([None if v is None else base64.b64decode(v, validate=True) for v in array.to_pylist()],
+                        pa.binary())
     if node.kind == "struct":
         struct = array.cast(node.wire) if array.type != node.wire else array
         children = [finish(struct.field(i), child) for i, (_, child) in enumerate(node.children)]
@@ -121,7 +122,7 @@ def _decimal(value: Any, dtype: pa.Decimal128Type) -> decimal.Decimal | None:
         return None
     if isinstance(value, (int, float)) or (isinstance(value, str) and _looks_numeric(value)):
         return decimal.Decimal(str(value))  # decimal.format=NUMERIC
-    unscaled = int.from_bytes(base64.b64decode(value), "big", signed=True)
+    unscaled = int.from_bytes(base64.b64decode(value, validate=True), "big", signed=True)
     return decimal.Decimal(unscaled).scaleb(-dtype.scale)
 
 
