@@ -262,7 +262,8 @@ def test_poison_records_among_ten_thousand_good_ones(bootstrap: str, spark: Spar
     create_topic(bootstrap, dlq, 1)
     worker, url = _registry_worker(bootstrap)
     schema = {"type": "record", "name": "Reading", "fields": [
-        {"name": "id", "type": "long"}, {"name": "value", "type": "double"}]}
+        {"name": "id", "type": "long"}, {"name": "value", "type": "double"},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
     good_total = 10_000
     bad_values: list[bytes] = []
     connector = {"name": unique("avro_poison"), "topics": topic, "iceberg.tables": table,
@@ -272,13 +273,15 @@ def test_poison_records_among_ten_thousand_good_ones(bootstrap: str, spark: Spar
 
     async def during(daemon: Any) -> None:
         serialize = _serializer(url, schema)
-        good = [serialize(topic, {"id": i, "value": i / 2}) for i in range(good_total)]
+        good = [serialize(topic, {"id": i, "value": i / 2, "at": 1_790_000_000_000 + i}) for i in range(good_total)]
         schema_id = struct.unpack(">I", good[0][1:5])[0]
         bad_values.extend([
             b"\xde\xad\xbe\xef garbage",                                # no wire format at all
             b"\x00" + struct.pack(">I", schema_id + 1000) + good[0][5:],  # a schema id no one registered
             good[1][:7],                                                 # a body cut short
             json.dumps({"id": 1, "value": "not a double"}).encode(),     # JSON written into an Avro topic
+            # Valid Avro whose timestamp no table can hold: it alone fails, not its schema's whole batch.
+            serialize(topic, {"id": -1, "value": 0.0, "at": 2**62}),
         ])
         records = [(None, v, i % 2) for i, v in enumerate(good)]
         for n, bad in enumerate(bad_values):  # spread over both partitions, between good records

@@ -87,12 +87,22 @@ class AvroConverter:
                                                   f"{type(exc).__name__}: {exc}"))
             buffer.seek(end)
         if rows:
-            try:
-                table = compiled.shape.finish(pa.Table.from_pylist(rows, schema=compiled.shape.wire))
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
-                result.failures.extend(Failure(i, f"schema id {schema_id}: {exc}") for i in kept)
+            self._tabulate(compiled, schema_id, rows, kept, result)
+
+    def _tabulate(self, compiled: _Compiled, schema_id: int, rows: list[Any], kept: list[int],
+                  result: ConvertResult) -> None:
+        """Rows to Arrow; a value Arrow refuses (a timestamp out of range, say) fails its record alone."""
+        try:
+            table = compiled.shape.finish(pa.Table.from_pylist(rows, schema=compiled.shape.wire))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
+            if len(rows) == 1:
+                result.failures.append(Failure(kept[0], f"schema id {schema_id}: {exc}"))
                 return
-            result.parts.extend(ConvertResult.single(table, kept).parts)
+            half = len(rows) // 2
+            self._tabulate(compiled, schema_id, rows[:half], kept[:half], result)
+            self._tabulate(compiled, schema_id, rows[half:], kept[half:], result)
+            return
+        result.parts.extend(ConvertResult.single(table, kept).parts)
 
     def _compile(self, schema_id: int) -> _Compiled | str:
         found = self._compiled.get(schema_id)
