@@ -213,7 +213,7 @@ def test_a_killed_jvm_stops_the_daemon_and_a_restart_loses_nothing(bootstrap: st
     assert (count, distinct) == (3000, 3000)
 
 
-@pytest.mark.parametrize("moment", ['"spark session started"', '"connector started"'])
+@pytest.mark.parametrize("moment", ['"spark session started"', '"partitions revoked"', '"connector started"'])
 def test_sigterm_during_start_up_stops_within_the_stop_timeout(moment: str, bootstrap: str, warehouse: Warehouse,
                                                                tmp_path: Path) -> None:
     topic = unique("early")

@@ -246,10 +246,6 @@ class SinkTask:
             out.extend((d, True) for d in deletes)
         return out
 
-    @property
-    def over_memory(self) -> bool:
-        return self.writer.buffered_bytes > self.config.buffer_max_bytes
-
     # -- answers (commit/worker.py asks; this is its WorkerSink) ------------------------------------
     async def complete_write(self, reason: str) -> WriteResult | None:
         """Write what is buffered into files, for an answer. None if writing failed: the rows are read again."""

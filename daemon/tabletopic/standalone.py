@@ -12,7 +12,7 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import structlog
@@ -132,8 +132,12 @@ class Standalone:
             try:
                 await c.task.start()
                 await c.member.start()
-                await c.consumer.start()
-                c.started = True
+                c.started = True  # from here on, stopping it means leaving the group
+                if not await self._until_stopped(c.consumer.start()):
+                    # Joining the group can take a rebalance timeout (another member slow to
+                    # rejoin): a signal must not wait for it.
+                    log.info("stopping during start-up", connector=c.config.name)
+                    return await self.shutdown()
             except KafkaError as exc:
                 log.error("cannot reach Kafka; check bootstrap.servers and that the brokers are up",
                           connector=c.config.name, bootstrap_servers=",".join(self.worker.bootstrap_servers),
@@ -164,6 +168,21 @@ class Standalone:
         for f in [stop, *failed]:
             f.cancel()
         return await self.shutdown(exit_code=code)
+
+    async def _until_stopped(self, work: Awaitable[None]) -> bool:
+        """Await ``work`` unless a stop is requested first (then cancel it); True if it finished."""
+        job = asyncio.ensure_future(work)
+        stop = asyncio.ensure_future(self.stop_requested.wait())
+        try:
+            await asyncio.wait([job, stop], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if job.done():
+            job.result()  # its error, if any
+            return True
+        job.cancel()
+        await asyncio.gather(job, return_exceptions=True)
+        return False
 
     async def _check_kafka(self) -> int | None:
         """Before anything slow starts: can every client log in? None if so, else the exit code."""

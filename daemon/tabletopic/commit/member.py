@@ -120,7 +120,15 @@ class Member:
 
     # -- pressure and shutdown ------------------------------------------------------------------------
     async def relieve(self) -> None:
-        await self.worker.relieve(self._interval_s + self._timeout_s)
+        await self.worker.relieve(self._interval_s + self._timeout_s, self._answer_epoch())
+
+    def _answer_epoch(self) -> int:
+        """The epoch an unasked answer names: a coordinator heard of, or else our own generation's.
+
+        Before the first round of a long interval no Start has come, but the coordinator of this
+        generation has this epoch: the answer wakes it instead of waiting for the interval.
+        """
+        return max(self.worker.max_epoch, self.generation)
 
     async def flush(self, reason: str, timeout_s: float) -> bool:
         """Hand everything buffered to the coordinator and wait until it has decided.
@@ -141,7 +149,9 @@ class Member:
                 if worker.rejected_last:
                     self._log.warning("the last answer was rejected; its records are read again by their next owner")
                     return True
-            await worker.answer(None, worker.max_epoch, reason)
+            if self._answer_epoch() < 0:
+                return worker.in_flight is None  # no generation yet: nobody could commit an answer
+            await worker.answer(None, self._answer_epoch(), reason)
             if worker.in_flight is None:
                 return True  # nothing left to hand over
         return False

@@ -186,10 +186,13 @@ class Worker:
         """Seconds an answer of ours has waited for its verdict (0 with none in flight)."""
         return 0.0 if self.in_flight is None else self._clock() - self._waiting_since
 
-    async def relieve(self, wait_s: float) -> None:
+    async def relieve(self, wait_s: float, epoch: int) -> None:
         """Memory pressure: write the buffers out now, or wait for the answer in flight to settle."""
         if self.in_flight is None:
-            await self.answer(None, self.max_epoch, "pressure")
+            if epoch < 0:  # no generation yet, so no coordinator either: wait for one
+                await asyncio.sleep(min(wait_s, 1.0))
+                return
+            await self.answer(None, epoch, "pressure")
         else:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._settled.wait(), wait_s)

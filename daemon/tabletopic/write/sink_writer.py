@@ -55,6 +55,7 @@ class SinkWriter:
         self._pending: dict[str, list[WrittenFiles]] = {}
         self._write_lock = asyncio.Lock()
         self._flushes: set[asyncio.Task[None]] = set()
+        self._writing_bytes = 0  # rows drained into a write still running
         self._flush_error: BaseException | None = None
         self._resets = 0  # a write that began before a reset is dropped when it ends
 
@@ -159,7 +160,8 @@ class SinkWriter:
 
     @property
     def buffered_bytes(self) -> int:
-        return sum(b.nbytes for b in self.buffers.values())
+        """Rows held in Python: buffered, and drained into a write that has not finished."""
+        return sum(b.nbytes for b in self.buffers.values()) + self._writing_bytes
 
     @property
     def buffered_records(self) -> int:
@@ -202,7 +204,11 @@ class SinkWriter:
 
     async def _write(self, drained: Drained, resets: int) -> None:
         handle = self._tables.get(drained.table)
-        written = await asyncio.to_thread(self._writer.write, handle, drained)
+        self._writing_bytes += drained.nbytes
+        try:
+            written = await asyncio.to_thread(self._writer.write, handle, drained)
+        finally:
+            self._writing_bytes -= drained.nbytes
         if resets != self._resets:
             # Everything uncommitted was dropped while these files were written (a rejected answer,
             # a revocation): their rows are read again, so the files must not reach an answer.
