@@ -246,6 +246,11 @@ class SinkTask:
             out.extend((d, True) for d in deletes)
         return out
 
+    @property
+    def over_memory(self) -> bool:
+        """Rows buffered or being written past tabletopic.buffer.max-bytes: a commit must drain them."""
+        return self.writer.buffered_bytes > self.config.buffer_max_bytes
+
     # -- answers (commit/worker.py asks; this is its WorkerSink) ------------------------------------
     async def complete_write(self, reason: str) -> WriteResult | None:
         """Write what is buffered into files, for an answer. None if writing failed: the rows are read again."""

@@ -20,7 +20,7 @@ from faust.types import TP, Message
 from tabletopic.commit.member import Member
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig
-from tabletopic.consume.batch_fetch import BatchingApp, fetch_bytes
+from tabletopic.consume.batch_fetch import BatchingApp
 from tabletopic.consume.continuity import STALE, Decision, decide
 from tabletopic.convert.records import RawRecords
 from tabletopic.failed_records import RecordFailed
@@ -106,7 +106,6 @@ class FaustConsumer:
     async def _consume(self, stream: faust.StreamT) -> None:
         async for fetch in stream:
             generations, batches = fetch
-            self.app.queued_bytes -= fetch_bytes(batches)  # from here on, the sink's buffers count them
             if self._draining or self.fatal is not None:
                 continue
             try:
@@ -116,31 +115,17 @@ class FaustConsumer:
                     raw = self._take(tp, messages, generations.get(tp, STALE))
                     if raw is not None:
                         await self.task.ingest(raw)
-                if self._over_memory():
-                    await self._relieve()
+                # Over the bound, the agent waits for a commit to drain the buffers. Meanwhile nothing
+                # takes fetches: the channel fills, Faust's fetch loop waits, and reading stops without
+                # leaving the group. (Pausing the partitions instead made Faust drop fetched records
+                # and re-read them, and stalled in bench/memory_bound.py.)
+                while self.task.over_memory and not self._draining:
+                    await self.member.relieve()
             except RecordFailed as exc:
                 self._fail(exc)
             except Exception as exc:  # any other fault stops the connector rather than skipping records
                 self.log.exception("sink failed while ingesting records")
                 self._fail(exc)
-
-    def _over_memory(self) -> bool:
-        # Rows buffered and being written, and fetches waiting for the agent: all held in Python.
-        return self.task.writer.buffered_bytes + self.app.queued_bytes > self.config.buffer_max_bytes
-
-    async def _relieve(self) -> None:
-        """Pause fetching (no rebalance: the group still sees us) until a barrier has drained the buffers."""
-        consumer = self.app.consumer
-        paused = set(consumer.assignment())
-        consumer.pause_partitions(paused)
-        self.task.metrics.backpressure_pauses.inc()
-        self.log.info("buffers over tabletopic.buffer.max-bytes; fetching paused until a commit drains them",
-                      buffered_bytes=self.task.writer.buffered_bytes, queued_bytes=self.app.queued_bytes)
-        try:
-            while self._over_memory() and not self._draining:
-                await self.member.relieve()
-        finally:
-            consumer.resume_partitions(paused & set(consumer.assignment()))
 
     def _fail(self, exc: BaseException) -> None:
         self.fatal = exc

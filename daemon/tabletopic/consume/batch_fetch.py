@@ -54,7 +54,6 @@ class BatchDrainConsumer(AIOKafkaConsumer):
                     after = app.seek_generation
                     tags = {tp: after.get(tp, 0) if after.get(tp, 0) == before.get(tp, 0) else STALE
                             for tp in batches}
-                    app.queued_bytes += fetch_bytes(batches)
                     await deliver((tags, batches))
                 else:
                     await asyncio.sleep(0)
@@ -66,11 +65,6 @@ class BatchDrainConsumer(AIOKafkaConsumer):
             if self.transport.app.should_stop:
                 return
             raise
-
-
-def fetch_bytes(batches: dict[TP, list[Message]]) -> int:
-    """Key and value bytes of a fetch: what it holds in memory, give or take the objects around them."""
-    return sum(len(m.value or b"") + len(m.key or b"") for messages in batches.values() for m in messages)
 
 
 class BatchingApp(faust.App):
@@ -90,7 +84,6 @@ class BatchingApp(faust.App):
         self.seek_generation: dict[TP, int] = {}
         self.between_fetches: dict[TP, int] = {}  # the offset of each partition's last seek made between fetches
         self._queued: dict[TP, int] = {}
-        self.queued_bytes = 0  # fetched and waiting for the agent: counts toward tabletopic.buffer.max-bytes
 
     async def seek(self, tp: TP, offset: int) -> None:
         """Seek now (from a rebalance callback), and make every batch fetched before it stale."""

@@ -45,8 +45,6 @@ class _Families:
         self.catalog_failures = counter("tabletopic_catalog_failures",
                                         "Catalog or storage failures while opening, creating or evolving a table "
                                         "(the records are read again, never dead-lettered)")
-        self.backpressure_pauses = counter("tabletopic_backpressure_pauses",
-                                           "Times fetching paused because buffers passed tabletopic.buffer.max-bytes")
         self.barriers = counter("tabletopic_barriers", "Commit barriers run", ["reason"])
         self.failed_records = counter("tabletopic_failed_records", "Records that failed a stage", ["stage"])
         self.dead_letter_records = counter("tabletopic_dead_letter_records",
