@@ -131,7 +131,8 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "When a table's buffered records exceed this many bytes they are written to data files before the "
         "barrier (and committed at it), bounding the daemon's memory.", minimum=1024),
     Key("tabletopic.buffer.max-bytes", KeyType.LONG, 512 * 1024 * 1024,
-        "Consumption pauses while the records buffered over all tables exceed this many bytes.", minimum=1024),
+        "Arrow bytes of the rows held for all tables, buffered or being written. Past it the connector "
+        "stops taking fetches and hands its rows to the coordinator for an early commit.", minimum=1024),
     Key("tabletopic.offsets.refresh-barriers", KeyType.INT, 10,
         "A table that gets no records still has its offsets committed (a snapshot without files) once this "
         "many barriers have passed, which bounds the replay after a restart.", minimum=1),
