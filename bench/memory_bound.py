@@ -4,7 +4,8 @@ Produces about ``--backlog-mib`` of JSON to a 4-partition topic, then runs ``tab
 standalone`` (a child process, with its Spark driver JVM) with a 10-minute commit interval, so
 that only the memory bound can make it commit early.  It samples the RSS of the daemon's
 Python process and of its JVM every 0.2 s until commits stop for 15 s (what is left then
-fits the bound), stops it with SIGTERM, and checks that every record was committed.
+fits the bound) and its RSS settles, stops it with SIGTERM, and checks that every record was
+committed.
 
 Two runs in one invocation: the bound at a tenth of the backlog, and a baseline whose
 bound is above the whole backlog.
@@ -112,10 +113,12 @@ def run(work: Path, bootstrap: str, records: int, bound: int, spark_memory: str)
                                  str(work / f"{name}.properties")], stdout=log, stderr=subprocess.STDOUT, cwd=work)
     peak_py = peak_jvm = peak_total = 0.0
     started = time.monotonic()
-    last, changed = -1, time.monotonic()
+    last, changed = 0, time.monotonic()
+    last_state: tuple[int, int] = (-1, -1)
     try:
-        # Under the bound only memory pressure commits (the interval is 10 minutes): once commits
-        # stop, what is left fits the bound, and SIGTERM's last barrier commits it.
+        # Only memory pressure commits (the interval is 10 minutes). Once neither the offsets nor
+        # the RSS move for 15 s, everything is read and what is left fits the bound: SIGTERM's last
+        # barrier commits it.
         while time.monotonic() - changed < 15:
             if proc.poll() is not None:
                 raise RuntimeError(f"the daemon exited with {proc.returncode}; see {work / (name + '.log')}")
@@ -123,8 +126,10 @@ def run(work: Path, bootstrap: str, records: int, bound: int, spark_memory: str)
             jvm = sum(rss_mib(p) for p in descendants(proc.pid))
             peak_py, peak_jvm, peak_total = max(peak_py, py), max(peak_jvm, jvm), max(peak_total, py + jvm)
             now = committed(warehouse, f"connect-{name}")
-            if now != last or now == 0:
-                last, changed = now, time.monotonic()
+            state = (now, round((py + jvm) / 25))  # consuming grows the RSS; committing moves the offsets
+            if state != last_state or time.monotonic() - started < 30:
+                last_state, changed = state, time.monotonic()
+            last = now
             if time.monotonic() - started > 1800:
                 raise RuntimeError("no progress within 30 minutes")
             time.sleep(0.2)
