@@ -308,7 +308,7 @@ def _check_catalog(task: SinkTask) -> None:
             task.tables.exists(name)
     except TableError:
         raise
-    except (JAVA_ERRORS, CatalogUnavailable) as exc:
+    except (*JAVA_ERRORS, CatalogUnavailable) as exc:
         why = str(exc) if isinstance(exc, CatalogUnavailable) else java_error_message(exc)
         raise StartupError(f"connector {task.config.name}: the Iceberg catalog {task.config.catalog_name!r} "
                            f"is not reachable ({why}); check iceberg.catalog.*") from exc
