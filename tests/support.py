@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import os
 import signal
@@ -19,6 +18,7 @@ import duckdb
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from tabletopic.demo.broker import create_topic as create_topic_async
+from tabletopic.demo.lake_servers import duckdb_offline
 from tabletopic.write.spark_session import SparkRuntime
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -228,12 +228,7 @@ class Warehouse:
 def duckdb_connection(s3: bool = False) -> duckdb.DuckDBPyConnection:
     """DuckDB with the iceberg extension loaded from its wheel (and avro, which it needs; httpfs for
     S3): no network."""
-    con = duckdb.connect(config={"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"})
-    for name in ("avro", "iceberg", *(("httpfs",) if s3 else ())):
-        module = importlib.import_module(f"duckdb_extension_{name}")
-        path = Path(module.__file__).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
-        con.execute(f"LOAD '{path}'")
-    return con
+    return duckdb_offline("avro", "iceberg", *(("httpfs",) if s3 else ()))
 
 
 def json_envelope(schema: dict[str, Any], payload: dict[str, Any]) -> bytes:

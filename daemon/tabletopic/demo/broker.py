@@ -41,6 +41,32 @@ async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
         await admin.close()
 
 
+def wait_for_port(proc: subprocess.Popen[bytes], port: int, timeout: float, what: str) -> None:
+    """Wait until ``proc`` listens on 127.0.0.1:``port``; raise if it exits or the time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with code {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout:.0f}s")
+
+
+def stop_process(proc: subprocess.Popen[bytes] | None, grace_s: float) -> None:
+    """SIGTERM a server this process started, and SIGKILL it after ``grace_s``."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -74,28 +100,16 @@ class EmbeddedBroker:
         )
         if out is not subprocess.DEVNULL:
             out.close()  # the child has its own descriptor
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"tansu exited with code {self._proc.returncode} on port {self.port}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"tansu did not listen on 127.0.0.1:{self.port} within {timeout:.0f}s")
+        try:
+            wait_for_port(self._proc, self.port, timeout, f"tansu on port {self.port}")
+        except RuntimeError:
+            self.stop()
+            raise
+        return self
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, grace_s=10)
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()

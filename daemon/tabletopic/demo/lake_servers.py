@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tabletopic.demo.broker import free_port
+from tabletopic.demo.broker import free_port, stop_process, wait_for_port
 
 REGION = "us-east-1"
 
@@ -39,30 +38,6 @@ def _bin(name: str, package: str) -> str:
     if which is None:
         raise RuntimeError(f"{name} is not installed: pip install -e '.[dev]' (package {package})")
     return which
-
-
-def _wait_port(proc: subprocess.Popen[bytes], port: int, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with code {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout:.0f}s")
-
-
-def _stop(proc: subprocess.Popen[bytes] | None) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 class _Server:
@@ -93,7 +68,7 @@ class _Server:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        _stop(proc)
+        stop_process(proc, grace_s=15)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -116,7 +91,7 @@ class MotoLake(_Server):
         if out is not subprocess.DEVNULL:
             out.close()
         try:
-            _wait_port(self._proc, self.s3_port, 30, "moto_server")
+            wait_for_port(self._proc, self.s3_port, 30, "moto_server")
             self.boto3_client("s3").create_bucket(Bucket=self.bucket)
         except BaseException:
             self.stop()
@@ -165,8 +140,8 @@ class SeaweedLake(_Server):
             self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                           env=env, cwd=self.workdir)
         try:
-            _wait_port(self._proc, self.s3_port, 60, "weed mini (S3)")
-            _wait_port(self._proc, self.rest_port, 60, "weed mini (Iceberg REST)")
+            wait_for_port(self._proc, self.s3_port, 60, "weed mini (S3)")
+            wait_for_port(self._proc, self.rest_port, 60, "weed mini (Iceberg REST)")
             self._create_table_bucket()
         except BaseException:
             self.stop()
@@ -219,6 +194,20 @@ class SeaweedLake(_Server):
 
     def __enter__(self) -> SeaweedLake:
         return self.start()
+
+
+def duckdb_offline(*extensions: str) -> Any:
+    """A DuckDB connection with ``extensions`` loaded from their wheels (duckdb-extension-*): no network."""
+    import importlib
+
+    import duckdb
+
+    con = duckdb.connect(config={"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"})
+    for name in extensions:
+        module = importlib.import_module(f"duckdb_extension_{name}")
+        path = Path(module.__file__).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
+        con.execute(f"LOAD '{path}'")
+    return con
 
 
 def _port_with_grpc() -> int:

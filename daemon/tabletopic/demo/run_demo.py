@@ -24,7 +24,7 @@ from tabletopic.commit.source_offsets import read_offsets
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.demo.broker import EmbeddedBroker, create_topic, free_port
-from tabletopic.demo.lake_servers import SeaweedLake
+from tabletopic.demo.lake_servers import SeaweedLake, duckdb_offline
 from tabletopic.ops.logging_setup import configure_logging
 from tabletopic.standalone import Standalone
 from tabletopic.write.spark_session import SparkRuntime
@@ -161,14 +161,7 @@ def _show_lake(daemon: Standalone, catalog: str, weed: SeaweedLake) -> None:
     for line in sql:
         print(f"   {line};")
     try:
-        import duckdb
-
-        con = duckdb.connect(config={"autoinstall_known_extensions": "false",
-                                     "autoload_known_extensions": "false"})
-        for name in ("avro", "iceberg", "httpfs"):
-            module = __import__(f"duckdb_extension_{name}")
-            path = Path(module.__file__).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
-            con.execute(f"LOAD '{path}'")
+        con = duckdb_offline("avro", "iceberg", "httpfs")
         con.execute(weed.duckdb_secret())
         con.execute(sql[0].replace("<secret>", weed.secret_key))
         con.execute(sql[1])
