@@ -7,12 +7,15 @@ offset to read for every topic-partition that fed it::
 
 The key is scoped by consumer group (``connect-<name>`` by default) so two
 connectors can write one table.  Snapshots without the key (compaction,
-expiry, other writers) are walked past to the newest one that has it.
+other writers) are walked past to the newest one that has it.  The same commit
+mirrors the offsets into a table property, which answers when someone else's
+snapshot expiry removed every snapshot that carried them.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 TopicPartition = tuple[str, int]
@@ -21,6 +24,8 @@ COMMIT_ID_KEY = "kafka.connect.commit-id"
 VTTS_KEY = "kafka.connect.vtts"  # valid-through timestamp: newest record timestamp committed, in ms
 CONNECTOR_KEY = "tabletopic.connector"
 EPOCH_KEY_PREFIX = "tabletopic.coordinator-epoch."  # the consumer group generation of the committing coordinator
+# A table property, set in the same metadata commit as each snapshot: survives any snapshot expiry.
+PROPERTY_KEY_PREFIX = "tabletopic.offsets."
 
 
 def offsets_key(group_id: str) -> str:
@@ -43,20 +48,31 @@ def epoch_key(group_id: str) -> str:
     return EPOCH_KEY_PREFIX + group_id
 
 
-def read_offsets(table: Any, branch: str | None, group_id: str, max_walk: int = 10_000) -> dict[TopicPartition, int]:
-    """The offsets in the newest snapshot of ``branch`` that carries them, or {} if none does."""
-    summary = _newest_summary(table, branch, group_id, max_walk)
-    return decode(summary.get(offsets_key(group_id))) if summary is not None else {}
+def property_key(group_id: str, branch: str | None) -> str:
+    """The table property mirroring the offsets of ``group_id`` on ``branch``."""
+    return PROPERTY_KEY_PREFIX + group_id + (f"@{branch}" if branch else "")
 
 
-def read_epoch(table: Any, branch: str | None, group_id: str, max_walk: int = 10_000) -> int:
-    """The coordinator epoch that committed those offsets; -1 if none was recorded."""
-    summary = _newest_summary(table, branch, group_id, max_walk)
-    key = epoch_key(group_id)
-    return int(summary.get(key)) if summary is not None and summary.containsKey(key) else -1
+def property_value(offsets: dict[TopicPartition, int], epoch: int) -> str:
+    return json.dumps({"offsets": json.loads(encode(offsets)), "epoch": epoch}, separators=(",", ":"))
 
 
-def _newest_summary(table: Any, branch: str | None, group_id: str, max_walk: int) -> Any:
+@dataclass(frozen=True)
+class Recorded:
+    """What a table records for one consumer group, and where it was found."""
+
+    offsets: dict[TopicPartition, int]
+    epoch: int  # the committing coordinator's epoch; -1 if none was recorded
+    source: str  # "snapshot", "property" (its snapshots were expired by someone else) or "none"
+
+
+def read_recorded(table: Any, branch: str | None, group_id: str, max_walk: int = 10_000) -> Recorded:
+    """The offsets in the newest snapshot of ``branch`` that carries them.
+
+    If the walk reaches a parent that no longer exists (someone expired the snapshots that carried
+    them, a compaction's being newer) the table property written in the same commit answers instead.
+    A history that simply starts without them (a rollback to before this sink) records nothing.
+    """
     key = offsets_key(group_id)
     ref = table.refs().get(branch or "main")
     snapshot = table.snapshot(ref.snapshotId()) if ref is not None else None
@@ -64,8 +80,27 @@ def _newest_summary(table: Any, branch: str | None, group_id: str, max_walk: int
     while snapshot is not None and walked < max_walk:
         summary = snapshot.summary()
         if summary.containsKey(key):
-            return summary
+            ekey = epoch_key(group_id)
+            return Recorded(decode(summary.get(key)), int(summary.get(ekey)) if summary.containsKey(ekey) else -1,
+                            "snapshot")
         parent = snapshot.parentId()
-        snapshot = table.snapshot(parent) if parent is not None else None
+        if parent is None:
+            return Recorded({}, -1, "none")
+        snapshot = table.snapshot(parent)
         walked += 1
-    return None
+    text = table.properties().get(property_key(group_id, branch)) if ref is not None else None
+    if text is None:
+        return Recorded({}, -1, "none")
+    doc = json.loads(text)
+    return Recorded({(t, int(p)): int(o) for t, parts in doc["offsets"].items() for p, o in parts.items()},
+                    int(doc.get("epoch", -1)), "property")
+
+
+def read_offsets(table: Any, branch: str | None, group_id: str, max_walk: int = 10_000) -> dict[TopicPartition, int]:
+    """The offsets ``group_id`` committed to ``branch``, or {} if none (see :func:`read_recorded`)."""
+    return read_recorded(table, branch, group_id, max_walk).offsets
+
+
+def read_epoch(table: Any, branch: str | None, group_id: str, max_walk: int = 10_000) -> int:
+    """The coordinator epoch that committed those offsets; -1 if none was recorded."""
+    return read_recorded(table, branch, group_id, max_walk).epoch

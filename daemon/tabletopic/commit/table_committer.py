@@ -25,12 +25,14 @@ from tabletopic.commit.source_offsets import (
     encode,
     epoch_key,
     offsets_key,
-    read_epoch,
-    read_offsets,
+    property_key,
+    property_value,
+    read_recorded,
 )
 from tabletopic.write.iceberg_tables import JAVA_ERRORS, TableHandle, java_error_message
 
 _VALIDATION_RETRIES = 3
+_TOTALS = ("total-data-files", "total-delete-files", "total-files-size")
 
 
 class CommitFenced(RuntimeError):
@@ -49,6 +51,7 @@ class CommitResult:
     data_files: int
     records: int
     seconds: float
+    totals: dict[str, int]  # the new snapshot's total-* summary figures (data files, delete files, bytes)
 
 
 class TableCommitter:
@@ -82,8 +85,8 @@ class TableCommitter:
             try:
                 table.refresh()
                 base = int(writer.headSnapshotId(table, handle.branch))
-                current = read_offsets(table, handle.branch, self._group_id)
-                recorded_epoch = read_epoch(table, handle.branch, self._group_id)
+                recorded = read_recorded(table, handle.branch, self._group_id)
+                current, recorded_epoch = recorded.offsets, recorded.epoch
             except JAVA_ERRORS as exc:
                 raise CommitFailed(f"cannot read table {handle.name}: {java_error_message(exc)}") from exc
             if epoch >= 0 and recorded_epoch > epoch:
@@ -107,7 +110,8 @@ class TableCommitter:
             if max_timestamp_ms is not None:
                 summary[VTTS_KEY] = str(max_timestamp_ms)
             try:
-                snapshot_id = int(writer.commit(table, handle.branch, files, summary, base))
+                props = {property_key(self._group_id, handle.branch): property_value(merged, epoch)}
+                snapshot_id = int(writer.commit(table, handle.branch, files, summary, base, props))
             except JAVA_ERRORS as exc:
                 message = java_error_message(exc)
                 if "ValidationException" in message and attempt < _VALIDATION_RETRIES:
@@ -116,6 +120,8 @@ class TableCommitter:
                         self._on_retry(handle.name)
                     continue
                 raise CommitFailed(f"commit to table {handle.name} failed: {message}") from exc
+            summary_now = table.snapshot(snapshot_id).summary()
+            totals = {k: int(summary_now.get(k) or 0) for k in _TOTALS}
             return CommitResult(handle.name, snapshot_id, merged, int(files.size()),
-                                int(writer.recordCount(files, False)), time.monotonic() - started)
+                                int(writer.recordCount(files, False)), time.monotonic() - started, totals)
         raise CommitFailed(f"commit to table {handle.name} kept conflicting with concurrent commits")

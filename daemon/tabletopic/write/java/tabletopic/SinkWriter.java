@@ -18,6 +18,7 @@ import org.apache.iceberg.SerializableTable;
 import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.SnapshotRef;
 import org.apache.iceberg.Table;
+import org.apache.iceberg.Transaction;
 import org.apache.iceberg.UpdatePartitionSpec;
 import org.apache.iceberg.expressions.Expressions;
 import org.apache.iceberg.shaded.com.fasterxml.jackson.core.JsonGenerator;
@@ -108,14 +109,20 @@ public final class SinkWriter {
    * or delete file was added after that snapshot; with -1 (an empty table) if any was added at
    * all. Iceberg re-runs this validation on every internal retry, so a writer that loses a race
    * can never commit on top of the winner. Returns the new snapshot id.
+   *
+   * <p>{@code tableProps} are set in the same metadata commit (a transaction), so they can never
+   * disagree with the snapshot: the sink mirrors its offsets there, where someone else's
+   * snapshot expiry cannot remove them.
    */
   public static long commit(
       Table table,
       String branch,
       List<ContentFile<?>> files,
       Map<String, String> summary,
-      long baseSnapshotId) {
-    RowDelta delta = table.newRowDelta();
+      long baseSnapshotId,
+      Map<String, String> tableProps) {
+    Transaction txn = table.newTransaction();
+    RowDelta delta = txn.newRowDelta();
     for (ContentFile<?> file : files) {
       if (file instanceof DataFile) {
         delta.addRows((DataFile) file);
@@ -134,6 +141,13 @@ public final class SinkWriter {
     delta.validateNoConflictingDataFiles();
     delta.validateNoConflictingDeleteFiles();
     delta.commit();
+    if (!tableProps.isEmpty()) {
+      org.apache.iceberg.UpdateProperties props = txn.updateProperties();
+      tableProps.forEach(props::set);
+      props.commit();
+    }
+    // On a conflict the transaction re-applies the RowDelta to fresh metadata, validation included.
+    txn.commitTransaction();
     table.refresh();
     Snapshot head = branch == null ? table.currentSnapshot() : table.snapshot(branch);
     return head.snapshotId();

@@ -1,0 +1,84 @@
+"""Reading a table's offsets: the newest snapshot that carries them, or the table property when someone
+else's expiry removed every such snapshot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tabletopic.commit.source_offsets import encode, epoch_key, offsets_key, property_key, property_value, read_recorded
+
+GROUP = "connect-a"
+
+
+class _Map(dict):  # the Java Map calls the code makes
+    def containsKey(self, key: str) -> bool:
+        return key in self
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return super().get(key, default)
+
+
+class _Snapshot:
+    def __init__(self, snapshot_id: int, parent: int | None, summary: dict[str, str]) -> None:
+        self.id, self.parent, self._summary = snapshot_id, parent, _Map(summary)
+
+    def summary(self) -> _Map:
+        return self._summary
+
+    def parentId(self) -> int | None:
+        return self.parent
+
+
+class _Ref:
+    def __init__(self, snapshot_id: int) -> None:
+        self.id = snapshot_id
+
+    def snapshotId(self) -> int:
+        return self.id
+
+
+class _Table:
+    def __init__(self, snapshots: list[_Snapshot], head: int | None, props: dict[str, str]) -> None:
+        self._snapshots = {s.id: s for s in snapshots}
+        self._refs = _Map({"main": _Ref(head)} if head is not None else {})
+        self._props = _Map(props)
+
+    def refs(self) -> _Map:
+        return self._refs
+
+    def snapshot(self, snapshot_id: int) -> _Snapshot | None:
+        return self._snapshots.get(snapshot_id)
+
+    def properties(self) -> _Map:
+        return self._props
+
+
+def _ours(offset: int, epoch: int) -> dict[str, str]:
+    return {offsets_key(GROUP): encode({("t", 0): offset}), epoch_key(GROUP): str(epoch)}
+
+
+PROPS = {property_key(GROUP, None): property_value({("t", 0): 30}, 4)}
+
+
+def test_the_newest_snapshot_with_offsets_answers_past_a_compaction() -> None:
+    table = _Table([_Snapshot(1, None, _ours(10, 2)), _Snapshot(2, 1, _ours(20, 3)), _Snapshot(3, 2, {})], 3, PROPS)
+    recorded = read_recorded(table, None, GROUP)
+    assert (recorded.offsets, recorded.epoch, recorded.source) == ({("t", 0): 20}, 3, "snapshot")
+
+
+def test_the_property_answers_once_the_snapshots_with_offsets_were_expired() -> None:
+    # Only the compaction is left; its parent (which carried the offsets) is gone.
+    table = _Table([_Snapshot(3, 2, {})], 3, PROPS)
+    recorded = read_recorded(table, None, GROUP)
+    assert (recorded.offsets, recorded.epoch, recorded.source) == ({("t", 0): 30}, 4, "property")
+
+
+def test_a_history_that_starts_without_offsets_records_none_whatever_the_property() -> None:
+    # A rollback to before this sink's first commit: the property must not resurrect offsets.
+    table = _Table([_Snapshot(1, None, {})], 1, PROPS)
+    assert read_recorded(table, None, GROUP).source == "none"
+    assert read_recorded(_Table([], None, PROPS), None, GROUP).offsets == {}
+
+
+def test_the_property_is_per_branch() -> None:
+    assert property_key(GROUP, None) != property_key(GROUP, "audit")
