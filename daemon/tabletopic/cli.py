@@ -2,6 +2,7 @@
 
     tabletopic standalone WORKER.properties CONNECTOR.properties [CONNECTOR2 ...]
     tabletopic validate CONNECTOR [--worker WORKER.properties]
+    tabletopic maintain CONNECTOR [--worker WORKER.properties] [--table T] [--dry-run]
     tabletopic demo
     tabletopic keys
 """
@@ -73,6 +74,21 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_maintain(args: argparse.Namespace) -> int:
+    try:
+        worker = parse_worker(load_config_file(args.worker) if args.worker else {})
+        config = parse_connector(load_config_file(args.connector), worker)
+    except ConfigError as exc:
+        print(f"tabletopic: {exc}", file=sys.stderr)
+        return exit_codes.CONFIG
+    from tabletopic.maintain.run_once import maintain_once
+    try:
+        return maintain_once(worker, config, args.table, args.dry_run)
+    except ValueError as exc:
+        print(f"tabletopic: {exc}", file=sys.stderr)
+        return exit_codes.CONFIG
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from tabletopic.demo.run_demo import run_demo
     return run_demo(records=args.records, intervals=args.intervals, keep=args.keep, lake=args.lake)
@@ -112,6 +128,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("connector")
     p.add_argument("--worker", help="worker file, for converter defaults")
     p.set_defaults(func=cmd_validate)
+    p = sub.add_parser("maintain", help="compact, expire snapshots, remove orphans and rewrite manifests once")
+    p.add_argument("connector", help="the connector's file: its catalog and tables")
+    p.add_argument("--worker", help="worker file, for spark.* settings")
+    p.add_argument("--table", help="only this table (needed when the connector routes dynamically)")
+    p.add_argument("--dry-run", action="store_true", help="print what would be done, reading metadata only")
+    p.set_defaults(func=cmd_maintain)
     p = sub.add_parser("demo", help="bundled broker + sample clickstream + local warehouse, then query")
     p.add_argument("--records", type=int, default=20_000)
     p.add_argument("--intervals", type=int, default=3, help="commit intervals to run")

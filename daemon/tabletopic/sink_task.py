@@ -35,6 +35,7 @@ from tabletopic.convert.records import RawRecords, SinkRecords
 from tabletopic.failed_records import FailedRecords, RecordFailure
 from tabletopic.isolation import apply_isolating, convert_isolating
 from tabletopic.kafka_clients import KafkaClients
+from tabletopic.maintain.maintainer import Maintainer
 from tabletopic.ops.metrics import SinkMetrics
 from tabletopic.route.router import Router
 from tabletopic.transform.chain import TransformChain, TransformError
@@ -79,6 +80,9 @@ class SinkTask:
                                         lambda table: metrics.commit_retries.labels(table=table).inc()), metrics,
             config.group_id, list(config.tables or []), config.offsets_refresh_barriers,
             config.commit_timeout_ms / 1000, config.commit_threads)
+        self.maintainer = Maintainer(config.name, config.group_id, self.tables, config.maintenance, metrics,
+                                     lambda: {*self.tables.known(), *(config.tables or [])},
+                                     enabled=config.maintenance.enabled_for(keyed))
         self.ledger = PartitionLedger(self._read_recorded)
         self.writer = SinkWriter(self.tables, FileWriter(spark, config.write_props), metrics,
                                  config.buffer_flush_bytes, config.case_insensitive, self.ledger, config.evolve_schema)
@@ -106,6 +110,7 @@ class SinkTask:
     async def stop(self) -> None:
         await self.failed.stop()
         self.table_commits.close()
+        self.maintainer.close()
 
     def _read_recorded(self, table: str) -> dict[TopicPartition, int]:
         handle = self.tables.get(table)

@@ -103,7 +103,8 @@ class Standalone:
             channel = Channel(clients, config.control_topic, config.name,
                               on_skipped=metrics.control_messages_skipped.inc)
             member = Member(config.name, channel, task, task.table_commits, metrics, config.commit_interval_ms / 1000,
-                            config.commit_timeout_ms / 1000, config.commit_stall_intervals)
+                            config.commit_timeout_ms / 1000, config.commit_stall_intervals,
+                            maintenance=task.maintainer)
             consumer = FaustConsumer(config, self.worker, clients, task, member)
             self.connectors.append(_Connector(config, task, consumer, member))
 

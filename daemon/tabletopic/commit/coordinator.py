@@ -44,10 +44,25 @@ class CoordinatorTables(Protocol):
                      epoch: int) -> RoundOutcome: ...
 
 
+class TableMaintenance(Protocol):
+    """What the coordinator needs of its tables' maintenance (:class:`tabletopic.maintain.maintainer.Maintainer`)."""
+
+    max_file_wait_s: float
+
+    def due(self) -> list[str]: ...
+
+    async def run(self, names: list[str], epoch: int, keep_going: Callable[[], bool]) -> None: ...
+
+    def interrupt(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+
 class Coordinator:
     def __init__(self, connector: str, member: str, channel: Sender, tables: CoordinatorTables,
                  metrics: SinkMetrics, interval_s: float, timeout_s: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, maintenance: TableMaintenance | None = None,
+                 wall_clock: Callable[[], float] = time.time) -> None:
         self.connector = connector
         self._channel = channel
         self._tables = tables
@@ -55,6 +70,9 @@ class Coordinator:
         self._interval_s = interval_s
         self._timeout_s = timeout_s
         self._clock = clock
+        self._wall_clock = wall_clock
+        self._maintenance = maintenance
+        self._maintaining: asyncio.Task[None] | None = None  # owned: started after rounds, stopped on resign/close
         self._log = log.bind(connector=connector, member=member)
         self.leader = False
         self.epoch = -1
@@ -95,6 +113,8 @@ class Coordinator:
             self.leader = False
             self._metrics.coordinator.set(0)
             self._round_done.set()
+            if self._maintenance is not None and self._maintaining is not None:
+                self._maintenance.interrupt()
 
     # -- messages -----------------------------------------------------------------------------------
     async def receive(self, message: Message) -> None:
@@ -128,6 +148,7 @@ class Coordinator:
                 except KafkaError as exc:  # the broker: the next round tries again, /ready tells meanwhile
                     self.last_error = f"control topic: {exc}"
                     self._log.error("round failed; the next one tries again", error=str(exc))
+                self._maybe_maintain()
             # Counted from the round's start, so commits come once per interval, not interval + round.
             next_at = started + self._interval_s
 
@@ -141,7 +162,44 @@ class Coordinator:
         """No more interval rounds; the round under way commits what has arrived, now."""
         self.closing = True
         self._round_done.set()
+        # Briefly: a cancelled Spark job ends at once, and the stop timeout is for the final commit.
+        await self.stop_maintenance(timeout_s=10.0)
         async with self._lock:
+            pass
+
+    # -- maintenance --------------------------------------------------------------------------------
+    def _maybe_maintain(self) -> None:
+        """Between rounds: start maintaining the tables that are due, unless a run is under way."""
+        if self._maintenance is None or not self.leader or self.closing:
+            return
+        if self._maintaining is not None and not self._maintaining.done():
+            return
+        names = self._maintenance.due()
+        if not names:
+            return
+        epoch = self.epoch
+        self._maintenance.resume()
+        self._maintaining = asyncio.create_task(
+            self._maintenance.run(names, epoch, lambda: self.leader and self.epoch == epoch and not self.closing),
+            name=f"maintenance-{self.connector}")
+        self._maintaining.add_done_callback(self._on_maintenance_done)
+
+    def _on_maintenance_done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:  # run() handles table failures itself
+            self.last_error = f"maintenance: {task.exception()}"
+            self._log.error("maintenance run failed", error=str(task.exception()))
+
+    async def stop_maintenance(self, timeout_s: float = 60.0) -> None:
+        """Interrupt a run under way and wait for it (its Spark job is cancelled; groups it committed stay)."""
+        task, self._maintaining = self._maintaining, None
+        if task is None or self._maintenance is None:
+            return
+        self._maintenance.interrupt()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout_s)
+        except asyncio.TimeoutError:
+            self._log.warning("maintenance did not stop in time; its work is redone at the next run")
+        except Exception:  # already reported by its done callback
             pass
 
     async def run_round(self, reason: str) -> None:
@@ -172,7 +230,8 @@ class Coordinator:
         rejected: dict[str, str] = {}
         valid = []
         for answer in answers:
-            why = await asyncio.to_thread(self._tables.invalid_files, answer) if answer.tables else None
+            why = self._too_old(answer) or (
+                await asyncio.to_thread(self._tables.invalid_files, answer) if answer.tables else None)
             if why is None:
                 valid.append(answer)
             else:
@@ -202,6 +261,19 @@ class Coordinator:
             self.last_error = why
         await self._channel.send(Verdict(self.connector, state.commit_id, self.epoch, tuple(accepted), rejected,
                                          offsets))
+
+    def _too_old(self, answer: Answer) -> str | None:
+        """Why files that waited too long are not committed: orphan removal may take a file once it is
+        twice this old, so one never lands in a snapshot after that."""
+        if self._maintenance is None:
+            return None
+        limit_ms = self._maintenance.max_file_wait_s * 1000
+        now_ms = self._wall_clock() * 1000
+        for table, files in answer.tables.items():
+            if files.written_at_ms is not None and now_ms - files.written_at_ms > limit_ms:
+                return (f"files for {table} were written {(now_ms - files.written_at_ms) / 1000:.0f}s ago, longer "
+                        f"than half of tabletopic.maintenance.orphans.older-than-ms allows")
+        return None
 
     def stalled_for(self) -> float:
         """Seconds since this coordinator's last round that committed (0 when not coordinating)."""

@@ -50,10 +50,13 @@ class TableFiles:
     files: list[dict[str, Any]]  # Iceberg content files, in ContentFileParser's JSON form
     records: int
     max_timestamp_ms: int | None
+    written_at_ms: int | None = None  # wall clock when the oldest of the files was written
 
     def merged(self, other: TableFiles) -> TableFiles:
         stamps = [t for t in (self.max_timestamp_ms, other.max_timestamp_ms) if t is not None]
-        return TableFiles(self.files + other.files, self.records + other.records, max(stamps) if stamps else None)
+        written = [t for t in (self.written_at_ms, other.written_at_ms) if t is not None]
+        return TableFiles(self.files + other.files, self.records + other.records, max(stamps) if stamps else None,
+                          min(written) if written else None)
 
 
 @dataclass
@@ -121,7 +124,8 @@ def to_json(message: Message) -> dict[str, Any]:
                 "assigned": _tps(message.assigned),
                 "ranges": [[t, p, a, b] for (t, p), (a, b) in sorted(message.ranges.items())],
                 "floors": {t: _offsets(f) for t, f in message.floors.items()},
-                "tables": {t: {"files": f.files, "records": f.records, "max_ts": f.max_timestamp_ms}
+                "tables": {t: {"files": f.files, "records": f.records, "max_ts": f.max_timestamp_ms,
+                                   "written_at": f.written_at_ms}
                            for t, f in message.tables.items()}}
     return {"v": VERSION, "type": "verdict", "connector": message.connector, "commit_id": message.commit_id,
             "epoch": message.epoch, "accepted": list(message.accepted), "rejected": dict(message.rejected),
@@ -173,8 +177,10 @@ def _table_files(table: str, doc: Any) -> TableFiles:
                                               for f in files):
         raise MessageError(f"tables[{table!r}].files must be a list of content files")
     stamp = doc.get("max_ts")
+    written = doc.get("written_at")
     return TableFiles(files, _int(doc.get("records"), "records"),
-                      None if stamp is None else _int(stamp, "max_ts", -2**63))
+                      None if stamp is None else _int(stamp, "max_ts", -2**63),
+                      None if written is None else _int(written, "written_at", 0))
 
 
 def _answer(doc: dict[str, Any], connector: str) -> Answer:

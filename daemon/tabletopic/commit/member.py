@@ -24,7 +24,7 @@ from collections.abc import Iterable
 import structlog
 
 from tabletopic.commit.channel import Channel
-from tabletopic.commit.coordinator import Coordinator, CoordinatorTables
+from tabletopic.commit.coordinator import Coordinator, CoordinatorTables, TableMaintenance
 from tabletopic.commit.events import Message, TopicPartition
 from tabletopic.commit.worker import Worker, WorkerSink
 from tabletopic.ops.metrics import SinkMetrics
@@ -35,7 +35,8 @@ _HELD = 16
 
 class Member:
     def __init__(self, connector: str, channel: Channel, sink: WorkerSink, tables: CoordinatorTables,
-                 metrics: SinkMetrics, interval_s: float, timeout_s: float, stall_intervals: int) -> None:
+                 metrics: SinkMetrics, interval_s: float, timeout_s: float, stall_intervals: int,
+                 maintenance: TableMaintenance | None = None) -> None:
         self.connector = connector
         self.id = f"{connector}-{uuid.uuid4().hex[:12]}"
         self.channel = channel
@@ -44,7 +45,8 @@ class Member:
         self._timeout_s = timeout_s
         self._stall_s = stall_intervals * interval_s + timeout_s
         self.worker = Worker(connector, self.id, channel, sink, resend_after_s=interval_s + timeout_s)
-        self.coordinator = Coordinator(connector, self.id, channel, tables, metrics, interval_s, timeout_s)
+        self.coordinator = Coordinator(connector, self.id, channel, tables, metrics, interval_s, timeout_s,
+                                       maintenance=maintenance)
         self.generation = -1
         self._log = log.bind(connector=connector, member=self.id)
         self._untrusted_logged = False
@@ -64,6 +66,7 @@ class Member:
         self.channel.error_future.add_done_callback(self._on_channel_failed)
 
     async def stop(self) -> None:
+        await self.coordinator.stop_maintenance()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -171,6 +171,9 @@ class TableCommits:
         self._metrics.commits.labels(**labels).inc()
         self._metrics.records_written.labels(**labels).inc(result.records)
         self._metrics.last_commit.labels(**labels).set(time.time())
+        self._metrics.table_data_files.labels(**labels).set(result.totals["total-data-files"])
+        self._metrics.table_delete_files.labels(**labels).set(result.totals["total-delete-files"])
+        self._metrics.table_bytes.labels(**labels).set(result.totals["total-files-size"])
         if files is not None and files.max_timestamp_ms is not None:
             self._metrics.note_committed_timestamp(table, files.max_timestamp_ms)
         return elapsed

@@ -25,6 +25,7 @@ from tabletopic.config.definition import (
 from tabletopic.config.partition_by import PartitionField, parse_partition_by
 from tabletopic.config.worker import WorkerConfig, builtin_registry_url
 from tabletopic.kafka_clients import KafkaClients, security_problem
+from tabletopic.maintain.settings import MaintenanceSettings, settings_from
 from tabletopic.write.catalog_settings import CatalogPlan, plan_catalog
 
 CONNECTOR_CLASSES = (
@@ -136,6 +137,35 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
     Key("tabletopic.offsets.refresh-barriers", KeyType.INT, 10,
         "A table that gets no records still has its offsets committed (a snapshot without files) once this "
         "many barriers have passed, which bounds the replay after a restart.", minimum=1),
+    Key("tabletopic.maintenance.enabled", KeyType.STRING, "auto",
+        "Table maintenance by the connector's coordinator (compaction folding equality deletes, snapshot expiry, "
+        "orphan removal, manifest rewrite): auto runs it when upsert or CDC is on, true always, false never.",
+        allowed=("auto", "true", "false")),
+    Key("tabletopic.maintenance.interval-ms", KeyType.LONG, 600_000,
+        "How often each table is looked at; a look reads only metadata, and acts when a trigger below is met.",
+        minimum=0),
+    Key("tabletopic.maintenance.compaction.min-input-files", KeyType.INT, 10,
+        "Compact a partition once it holds this many data files smaller than the target file size "
+        "(write.target-file-size-bytes).", minimum=2),
+    Key("tabletopic.maintenance.compaction.delete-files", KeyType.INT, 8,
+        "Compact once this many delete files apply to a data file: the rewrite applies them, and delete files "
+        "that no longer apply to any data file are dropped.", minimum=1),
+    Key("tabletopic.maintenance.compaction.max-group-bytes", KeyType.LONG, 256 * 1024 * 1024,
+        "Input bytes of one rewrite job. Each group commits on its own, so a shutdown loses at most one group's "
+        "work and a barrier waits behind at most one group's tasks.", minimum=1024 * 1024),
+    Key("tabletopic.maintenance.snapshots.older-than-ms", KeyType.LONG, 3_600_000,
+        "Expire snapshots older than this (AutoMQ's expire.snapshot.older.than.hours). The newest snapshot "
+        "holding each connector's offsets is always kept.", minimum=0),
+    Key("tabletopic.maintenance.snapshots.retain-last", KeyType.INT, 10,
+        "Snapshots always kept, however old (AutoMQ's expire.snapshot.retain.last).", minimum=1),
+    Key("tabletopic.maintenance.orphans.older-than-ms", KeyType.LONG, 3 * 86_400_000,
+        "Remove files that no snapshot references once they are this old. Written files that wait for their "
+        "commit longer than half of this are never committed (their records are read again), so a file on its "
+        "way to a snapshot is never removed.", minimum=3_600_000),
+    Key("tabletopic.maintenance.orphans.interval-ms", KeyType.LONG, 86_400_000,
+        "How often orphan removal lists the table's storage (the costliest step).", minimum=0),
+    Key("tabletopic.maintenance.manifests.max-count", KeyType.INT, 50,
+        "Rewrite the manifests once the current snapshot has more than this many.", minimum=2),
     Key(CATALOG_PREFIX + "*", KeyType.PREFIX, None,
         "Catalog properties passed to Iceberg (type or catalog-impl, warehouse, uri, io-impl, ...). "
         "Default: type=hadoop with warehouse=file://<working dir>/warehouse."),
@@ -210,6 +240,7 @@ class ConnectorConfig:
     buffer_flush_bytes: int
     buffer_max_bytes: int
     offsets_refresh_barriers: int
+    maintenance: MaintenanceSettings
     consumer_overrides: dict[str, str]
     producer_overrides: dict[str, str]
     raw: dict[str, str]  # resolved: config provider placeholders replaced; holds secrets
@@ -355,6 +386,12 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
         out.problems.append(Problem("topics", props.get("topics"), "set exactly one of topics and topics.regex"))
     _check_tables(values, props, out)
     _check_unknown(props, out)
+    round_ms = values["iceberg.control.commit.interval-ms"] + values["iceberg.control.commit.timeout-ms"]
+    if values["tabletopic.maintenance.orphans.older-than-ms"] < 6 * round_ms:
+        out.problems.append(Problem("tabletopic.maintenance.orphans.older-than-ms",
+                                    values["tabletopic.maintenance.orphans.older-than-ms"],
+                                    f"must be at least 6 commit rounds ({6 * round_ms} ms): files wait up to half "
+                                    "of it for their commit"))
     if values["errors.deadletterqueue.topic.name"] and values["errors.tolerance"] != "all":
         out.warnings.append("errors.deadletterqueue.topic.name is set but errors.tolerance=none: "
                             "failed records stop the connector and never reach the dead-letter topic")
@@ -408,6 +445,7 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
         buffer_flush_bytes=values["tabletopic.buffer.flush-bytes"],
         buffer_max_bytes=values["tabletopic.buffer.max-bytes"],
         offsets_refresh_barriers=values["tabletopic.offsets.refresh-barriers"],
+        maintenance=settings_from(values),
         consumer_overrides=overrides,
         producer_overrides=producer_overrides,
         raw=props,

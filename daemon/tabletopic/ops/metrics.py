@@ -73,6 +73,22 @@ class _Families:
         self.committed_lag = gauge("tabletopic_committed_lag_records",
                                    "Fetch highwater minus the offset committed to the tables",
                                    ["topic", "partition"])
+        self.table_data_files = gauge("tabletopic_table_data_files", "Live data files in the table", ["table"])
+        self.table_delete_files = gauge("tabletopic_table_delete_files", "Live delete files in the table", ["table"])
+        self.table_snapshots = gauge("tabletopic_table_snapshots", "Snapshots in the table's metadata", ["table"])
+        self.table_bytes = gauge("tabletopic_table_bytes", "Total size of the table's live files", ["table"])
+        self.maintenance_runs = counter("tabletopic_maintenance_runs",
+                                        "Maintenance steps run (compact, expire, manifests, orphans)",
+                                        ["table", "step"])
+        self.maintenance_failures = counter("tabletopic_maintenance_failures",
+                                            "Maintenance runs that failed (retried at the next look)", ["table"])
+        self.maintenance_seconds = histogram("tabletopic_maintenance_seconds", "One table's maintenance run",
+                                             ["table"])
+        self.maintenance_rewritten_bytes = counter("tabletopic_maintenance_rewritten_bytes",
+                                                   "Bytes of data files rewritten by compaction", ["table"])
+        self.last_maintenance = gauge("tabletopic_last_maintenance_timestamp_seconds",
+                                      "Unix time of the table's last maintenance run that did something",
+                                      ["table"])
         self.newest: dict[tuple[str, str], float] = {}
         registry.register(_FreshnessCollector(self.newest))
 

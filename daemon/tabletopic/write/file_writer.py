@@ -29,6 +29,7 @@ class WrittenFiles:
     seconds: float
     deletes: int = 0
     floors: dict[tuple[str, int], int] = field(default_factory=dict)
+    written_at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
 
 class FileWriter:

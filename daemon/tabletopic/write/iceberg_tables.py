@@ -113,6 +113,10 @@ class IcebergTables:
     def jvm(self) -> Any:
         return self._spark.jvm
 
+    @property
+    def spark(self) -> SparkRuntime:
+        return self._spark
+
     def _catalog(self) -> Any:
         try:
             return self._spark.iceberg_catalog(self._config.catalog_name)

@@ -254,7 +254,7 @@ class SinkWriter:
         merged: TableFiles | None = None
         for part in parts:
             files = TableFiles(json.loads(writer.filesToJson(handle.java, part.files)), part.records,
-                               part.max_timestamp_ms)
+                               part.max_timestamp_ms, part.written_at_ms)
             merged = files if merged is None else merged.merged(files)
         assert merged is not None
         return merged

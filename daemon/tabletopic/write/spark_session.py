@@ -41,6 +41,9 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     # Kept short so that a second daemon on the same host does not wait on a port.
     "spark.port.maxRetries": "64",
     "spark.ui.showConsoleProgress": "false",
+    # Maintenance jobs run in their own pool: the sink's writes share the cores with them task by task
+    # instead of queueing behind a whole rewrite.
+    "spark.scheduler.mode": "FAIR",
 }
 # In local mode nothing needs to reach the driver from another host, so it binds to loopback.
 LOCAL_MODE_CONF: dict[str, str] = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from tabletopic.commit.coordinator import Coordinator
-from tabletopic.commit.events import Start, Verdict
+from tabletopic.commit.events import Start, TableFiles, Verdict
 from tests.unit.fakes import TP0, TP1, FakeChannel, FakeTables, answer, files, metrics, run, settle
 
 
@@ -154,4 +155,81 @@ def test_a_coordinator_that_resigns_mid_round_commits_nothing() -> None:
         coordinator.resign("its first partition was revoked")
         await asyncio.wait_for(task, 30)
         assert channel.of(Verdict) == [] and tables.offsets == {}
+    run(go())
+
+
+class FakeMaintenance:
+    """Maintenance that runs until told to stop, recording what it was asked."""
+
+    max_file_wait_s = 60.0
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[list[str], int]] = []
+        self.interrupted = 0
+        self.release = asyncio.Event()
+        self.still_mine: list[bool] = []
+
+    def due(self) -> list[str]:
+        return ["db.t"]
+
+    async def run(self, names: list[str], epoch: int, keep_going: Any) -> None:
+        self.runs.append((names, epoch))
+        await self.release.wait()
+        self.still_mine.append(keep_going())
+
+    def interrupt(self) -> None:
+        self.interrupted += 1
+        self.release.set()
+
+    def resume(self) -> None:
+        self.release.clear()
+
+
+def test_files_that_waited_longer_than_half_the_orphan_guard_are_never_committed() -> None:
+    async def go() -> None:
+        wall = [1_000.0]
+        channel, tables = FakeChannel(), FakeTables()
+        coordinator = Coordinator("c", "m", channel, tables, metrics(), interval_s=3600.0, timeout_s=0.01,
+                                  maintenance=FakeMaintenance(), wall_clock=lambda: wall[0])
+        coordinator.on_assignment(True, 1, frozenset({TP0, TP1}))
+        old = TableFiles([{"file-path": "/wh/old", "content": "data"}], 1, None, written_at_ms=900_000)
+        new = TableFiles([{"file-path": "/wh/new", "content": "data"}], 1, None, written_at_ms=999_000)
+        await coordinator.receive(answer("old", None, [TP0], {TP0: (0, 5)}, {"db.t": {}}, {"db.t": old}))
+        await coordinator.receive(answer("new", None, [TP1], {TP1: (0, 5)}, {"db.t": {}}, {"db.t": new}))
+        await coordinator.run_round("interval")
+        [verdict] = channel.of(Verdict)
+        assert verdict.accepted == ("new",) and "100s ago" in verdict.rejected["old"]
+        assert tables.offsets == {"db.t": {TP1: 5}}
+    run(go())
+
+
+def test_maintenance_starts_between_rounds_under_the_epoch_and_stops_when_the_role_is_lost() -> None:
+    async def go() -> None:
+        maintenance = FakeMaintenance()
+        coordinator = Coordinator("c", "m", FakeChannel(), FakeTables(), metrics(), interval_s=3600.0,
+                                  timeout_s=0.01, maintenance=maintenance)
+        coordinator.on_assignment(True, 7, frozenset({TP0}))
+        coordinator._maybe_maintain()
+        coordinator._maybe_maintain()  # one run at a time
+        await settle()
+        assert maintenance.runs == [(["db.t"], 7)]
+        coordinator.resign("a newer coordinator exists")
+        await settle()
+        assert maintenance.interrupted == 1 and maintenance.still_mine == [False]
+        coordinator._maybe_maintain()  # not coordinating: nothing starts
+        await settle()
+        assert len(maintenance.runs) == 1
+    run(go())
+
+
+def test_closing_interrupts_and_awaits_the_maintenance_run() -> None:
+    async def go() -> None:
+        maintenance = FakeMaintenance()
+        coordinator = Coordinator("c", "m", FakeChannel(), FakeTables(), metrics(), interval_s=3600.0,
+                                  timeout_s=0.01, maintenance=maintenance)
+        coordinator.on_assignment(True, 1, frozenset({TP0}))
+        coordinator._maybe_maintain()
+        await settle()
+        await asyncio.wait_for(coordinator.close(), 30)  # a guard against a hang: close must end the run
+        assert maintenance.interrupted == 1 and maintenance.still_mine == [False]
     run(go())

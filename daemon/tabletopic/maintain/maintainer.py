@@ -1,0 +1,146 @@
+"""One connector's table maintenance, run by its coordinator between rounds and under its epoch.
+
+The coordinator starts a run after a round when a table is due (``interval-ms`` since
+it was last looked at), and owns the task: it cancels and awaits it when it resigns or
+shuts down.  A run looks at one table at a time on its own thread, so the round loop
+never waits for it.  Its Spark jobs go to their own fair-scheduler pool and job group:
+the sink's writes share the cores with them task by task instead of queueing behind a
+whole rewrite, and a shutdown cancels the job under way (partial progress keeps the
+groups already committed; the rest is redone at the next run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import structlog
+
+from tabletopic.commit.source_offsets import read_recorded
+from tabletopic.maintain.plan import plan_maintenance
+from tabletopic.maintain.settings import MaintenanceSettings
+from tabletopic.maintain.table_maintenance import MaintenanceReport, MaintenanceStopped, run_plan
+from tabletopic.maintain.table_stats import stats_from_java
+from tabletopic.ops.metrics import SinkMetrics
+from tabletopic.write.iceberg_tables import IcebergTables
+
+log = structlog.get_logger(__name__)
+POOL = "tabletopic-maintenance"
+
+
+class Maintainer:
+    def __init__(self, connector: str, group_id: str, tables: IcebergTables, settings: MaintenanceSettings,
+                 metrics: SinkMetrics, names: Callable[[], Iterable[str]], enabled: bool = True,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._connector = connector
+        self._group_id = group_id
+        self._tables = tables
+        self._settings = settings
+        self._metrics = metrics
+        self._names = names
+        self._enabled = enabled
+        self._clock = clock
+        self._log = log.bind(connector=connector)
+        self._job_group = f"tabletopic-maintenance-{connector}"
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"maintain-{connector}")
+        self._last_look: dict[str, float] = {}
+        self._last_orphans: dict[str, float] = {}
+        self._stopping = False
+        self.last_error: str | None = None
+
+    @property
+    def max_file_wait_s(self) -> float:
+        return self._settings.max_file_wait_s
+
+    def due(self) -> list[str]:
+        if not self._enabled:
+            return []
+        now = self._clock()
+        return sorted(n for n in set(self._names())
+                      if now - self._last_look.get(n, -float("inf")) >= self._settings.interval_s)
+
+    async def run(self, names: list[str], epoch: int, keep_going: Callable[[], bool]) -> None:
+        """Look at ``names`` one by one, acting where a trigger is met; failures are logged and counted
+        and the table is looked at again after the interval."""
+        loop = asyncio.get_running_loop()
+        for name in names:
+            if self._stopping or not keep_going():
+                return
+            self._last_look[name] = self._clock()
+            try:
+                report = await loop.run_in_executor(self._executor, self._maintain, name, epoch,
+                                                    lambda: keep_going() and not self._stopping)
+            except MaintenanceStopped as exc:
+                self._log.info("maintenance stopped", table=name, reason=str(exc))
+                return
+            except Exception as exc:  # the catalog, storage or Spark: counted, told, retried next look
+                self.last_error = f"{name}: {exc}"
+                self._metrics.maintenance_failures.labels(table=name).inc()
+                self._log.error("maintenance failed; it is tried again at the next look", table=name,
+                                error=str(exc).splitlines()[0][:500])
+                continue
+            if report is not None:
+                self.last_error = None
+                self._log.info("maintained", table=name, epoch=epoch, steps=report.steps,
+                               rewritten_files=report.rewritten_files, added_files=report.added_files,
+                               delete_files_folded=report.deletes_removed,
+                               rewritten_bytes=report.rewritten_bytes, snapshots_expired=report.snapshots_expired,
+                               orphans_removed=report.orphans_removed, seconds=round(report.seconds, 2))
+
+    def _maintain(self, name: str, epoch: int, keep_going: Callable[[], bool]) -> MaintenanceReport | None:
+        spark = self._tables.spark
+        context = spark.activate().sparkContext
+        context.setJobGroup(self._job_group, f"maintenance of {name}", interruptOnCancel=True)
+        context.setLocalProperty("spark.scheduler.pool", POOL)
+        handle = self._tables.get(name)
+        table = handle.java
+        table.refresh()
+        recorded = read_recorded(table, handle.branch, self._group_id)
+        if recorded.epoch > epoch:
+            raise MaintenanceStopped(f"table {name} was committed by coordinator epoch {recorded.epoch}, "
+                                     f"newer than {epoch}")
+        stats = stats_from_java(spark.jvm, table)
+        self._observe(name, stats)
+        now = self._clock()
+        orphans_due = now - self._last_orphans.get(name, -float("inf")) >= self._settings.orphan_interval_s
+        plan = plan_maintenance(stats, self._settings, int(time.time() * 1000), orphans_due)
+        if plan.empty:
+            return None
+        self._log.info("maintenance starting", table=name, epoch=epoch, plan=plan.describe())
+        started = time.monotonic()
+        report = run_plan(spark.jvm, spark.session._jsparkSession, table, name, plan, stats, self._settings,
+                          f"{self._connector}@{epoch}", keep_going)
+        if plan.remove_orphans:
+            self._last_orphans[name] = now
+        labels = {"table": name}
+        for step in report.steps:
+            self._metrics.maintenance_runs.labels(step=step, **labels).inc()
+        self._metrics.maintenance_seconds.labels(**labels).observe(time.monotonic() - started)
+        self._metrics.maintenance_rewritten_bytes.labels(**labels).inc(report.rewritten_bytes)
+        self._metrics.last_maintenance.labels(**labels).set(time.time())
+        if report.after is not None:
+            self._observe(name, report.after)
+        return report
+
+    def _observe(self, name: str, stats: Any) -> None:
+        labels = {"table": name}
+        self._metrics.table_data_files.labels(**labels).set(stats.data_files)
+        self._metrics.table_delete_files.labels(**labels).set(stats.delete_files)
+        self._metrics.table_snapshots.labels(**labels).set(len(stats.snapshots))
+        self._metrics.table_bytes.labels(**labels).set(stats.total_bytes)
+
+    def interrupt(self) -> None:
+        """Stop at the next step, and cancel the Spark job under way."""
+        self._stopping = True
+        with contextlib.suppress(Exception):  # a JVM already gone has nothing to cancel
+            self._tables.spark.session.sparkContext.cancelJobGroup(self._job_group)
+
+    def resume(self) -> None:
+        self._stopping = False
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)

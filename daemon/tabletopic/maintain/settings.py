@@ -1,0 +1,51 @@
+"""How a connector keeps its tables fast: the ``tabletopic.maintenance.*`` keys, typed.
+
+The keys themselves (types, defaults, documentation) are declared with every other
+connector key in :mod:`tabletopic.config.connector`; this is their parsed form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class MaintenanceSettings:
+    mode: str  # "auto" (upsert and CDC connectors only), "true" or "false"
+    interval_s: float  # how often each table is looked at
+    min_input_files: int  # small data files in one partition that make it worth compacting
+    delete_files: int  # delete files that make the table worth compacting
+    max_group_bytes: int  # one rewrite job's input: what a barrier may wait behind
+    snapshot_age_s: float
+    retain_last: int
+    orphan_age_s: float
+    orphan_interval_s: float
+    max_manifests: int
+
+    def enabled_for(self, keyed: bool) -> bool:
+        return self.mode == "true" or (self.mode == "auto" and keyed)
+
+    @property
+    def max_file_wait_s(self) -> float:
+        """How long written files may wait for their commit: half the orphan guard, so that orphan
+        removal can never take a file that is still on its way to a snapshot."""
+        return self.orphan_age_s / 2
+
+
+def settings_from(values: dict[str, Any]) -> MaintenanceSettings:
+    p = "tabletopic.maintenance."
+    return MaintenanceSettings(
+        mode=values[p + "enabled"],
+        interval_s=values[p + "interval-ms"] / 1000,
+        min_input_files=values[p + "compaction.min-input-files"],
+        delete_files=values[p + "compaction.delete-files"],
+        max_group_bytes=values[p + "compaction.max-group-bytes"],
+        snapshot_age_s=values[p + "snapshots.older-than-ms"] / 1000,
+        retain_last=values[p + "snapshots.retain-last"],
+        orphan_age_s=values[p + "orphans.older-than-ms"] / 1000,
+        orphan_interval_s=values[p + "orphans.interval-ms"] / 1000,
+        max_manifests=values[p + "manifests.max-count"],
+    )

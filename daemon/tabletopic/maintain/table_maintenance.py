@@ -1,0 +1,143 @@
+"""Carry out a maintenance plan on one table through Iceberg's Spark actions.
+
+Why it is safe beside the sink's own commits:
+
+* **Compaction** commits a ``replace`` snapshot whose new files take the data sequence
+  number of the snapshot the rewrite *started* from (``use-starting-sequence-number``).
+  An equality delete the sink commits while the rewrite runs has a higher sequence
+  number, so it still applies to the rewritten rows; Iceberg's validation of a rewrite
+  ignores such equality deletes for exactly that reason, and fails it only on new
+  position deletes against the files it replaced (the sink writes none).
+* **Deletes that no longer apply** are dropped by our own rule, not Spark's
+  ``remove-dangling-deletes``, which takes an upsert table's global equality deletes for
+  dangling while they still apply (see ``FileCensus.removeDanglingDeletes``).  The sink's
+  RowDelta validation looks at appends and deletes, not replaces, so neither side
+  needs to retry because of the other.  The same holds when someone else runs
+  ``rewrite_data_files``.
+* **Expiry** is cut off so that the newest snapshot holding each group's offsets stays
+  (see :mod:`tabletopic.maintain.plan`); were someone else's expiry to remove it, the
+  offsets table property written in the same commit answers (see
+  :mod:`tabletopic.commit.source_offsets`).
+* **Orphan removal** only takes files older than ``orphans.older-than-ms``, and the
+  coordinator never commits files that waited for more than half of it.
+* A maintenance run started by a coordinator that has lost its role is harmless for the
+  same reasons; it stops between steps when ``keep_going`` says so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tabletopic.maintain.plan import MaintenancePlan
+from tabletopic.maintain.settings import MaintenanceSettings
+from tabletopic.maintain.table_stats import TableStats, stats_from_java
+
+MAINTAINED_BY_KEY = "tabletopic.maintained-by"
+
+
+class MaintenanceStopped(RuntimeError):
+    """The run was asked to stop (shutdown, or the coordinator lost its role) between two steps."""
+
+
+@dataclass
+class MaintenanceReport:
+    table: str
+    before: TableStats
+    after: TableStats | None = None
+    rewritten_files: int = 0
+    added_files: int = 0
+    rewritten_bytes: int = 0
+    deletes_removed: int = 0
+    snapshots_expired: int = 0
+    files_deleted_by_expiry: int = 0
+    orphans_removed: int = 0
+    manifests_rewritten: int = 0
+    steps: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def describe(self) -> list[str]:
+        lines = [f"before: {self.before.describe()}"]
+        if "compact" in self.steps:
+            lines.append(f"compacted: {self.rewritten_files} data files -> {self.added_files}, "
+                         f"{self.rewritten_bytes} bytes rewritten, {self.deletes_removed} delete files folded")
+        if "expire" in self.steps:
+            lines.append(f"expired: {self.snapshots_expired} snapshots, {self.files_deleted_by_expiry} files deleted")
+        if "orphans" in self.steps:
+            lines.append(f"orphan files removed: {self.orphans_removed}")
+        if "manifests" in self.steps:
+            lines.append(f"manifests rewritten: {self.manifests_rewritten}")
+        if self.after is not None:
+            lines.append(f"after: {self.after.describe()}")
+        lines.append(f"took {self.seconds:.1f}s")
+        return lines
+
+
+def _total(result: Any, *getters: str) -> int:
+    return sum(int(getattr(result, g)()) for g in getters)
+
+
+def run_plan(jvm: Any, jspark: Any, table: Any, name: str, plan: MaintenancePlan, before: TableStats,
+             settings: MaintenanceSettings, maintained_by: str,
+             keep_going: Callable[[], bool] = lambda: True) -> MaintenanceReport:
+    """Run ``plan``'s steps on ``table`` in order, checking ``keep_going`` before each."""
+    started = time.monotonic()
+    report = MaintenanceReport(name, before)
+    actions = jvm.org.apache.iceberg.spark.actions.SparkActions.get(jspark)
+
+    def step(what: str) -> None:
+        if not keep_going():
+            raise MaintenanceStopped(f"maintenance of {name} stopped before {what}")
+        report.steps.append(what)
+
+    if plan.compact:
+        step("compact")
+        result = (actions.rewriteDataFiles(table)
+                  .option("min-input-files", str(settings.min_input_files))
+                  .option("delete-file-threshold", str(settings.delete_files))
+                  # Why: see the module's docstring; it is Iceberg's default, stated so nobody turns it off.
+                  .option("use-starting-sequence-number", "true")
+                  # Never Spark's remove-dangling-deletes: see FileCensus.removeDanglingDeletes.
+                  .option("remove-dangling-deletes", "false")
+                  .option("max-file-group-size-bytes", str(settings.max_group_bytes))
+                  .option("max-concurrent-file-group-rewrites", "1")
+                  .option("partial-progress.enabled", "true")
+                  .option("partial-progress.max-commits", "20")
+                  .snapshotProperty(MAINTAINED_BY_KEY, maintained_by)
+                  .execute())
+        report.rewritten_files = int(result.rewrittenDataFilesCount())
+        report.added_files = int(result.addedDataFilesCount())
+        report.rewritten_bytes = int(result.rewrittenBytesCount())
+        table.refresh()
+        removed = int(jvm.tabletopic.FileCensus.removeDanglingDeletes(table, {MAINTAINED_BY_KEY: maintained_by}))
+        report.deletes_removed = max(0, removed)
+        table.refresh()
+    if plan.expire is not None:
+        step("expire")
+        before_count = len(list(table.snapshots()))
+        result = (actions.expireSnapshots(table)
+                  .expireOlderThan(plan.expire.older_than_ms)
+                  .retainLast(settings.retain_last)
+                  .execute())
+        table.refresh()
+        report.snapshots_expired = max(0, before_count - len(list(table.snapshots())))
+        report.files_deleted_by_expiry = _total(result, "deletedDataFilesCount", "deletedEqualityDeleteFilesCount",
+                                                "deletedPositionDeleteFilesCount", "deletedManifestsCount",
+                                                "deletedManifestListsCount")
+    if plan.rewrite_manifests:
+        step("manifests")
+        result = actions.rewriteManifests(table).snapshotProperty(MAINTAINED_BY_KEY, maintained_by).execute()
+        report.manifests_rewritten = len(list(result.rewrittenManifests()))
+        table.refresh()
+    if plan.remove_orphans:
+        step("orphans")
+        action = actions.deleteOrphanFiles(table).olderThan(int(time.time() * 1000 - settings.orphan_age_s * 1000))
+        if not str(table.location()).startswith("file:") and not str(table.location()).startswith("/"):
+            # Object stores: list through the table's own FileIO (S3FileIO), not a Hadoop file system.
+            action = action.usePrefixListing(True)
+        report.orphans_removed = len(list(action.execute().orphanFileLocations()))
+    report.after = stats_from_java(jvm, table)
+    report.seconds = time.monotonic() - started
+    return report

@@ -1,0 +1,161 @@
+package tabletopic;
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.iceberg.ContentFile;
+import org.apache.iceberg.DataFile;
+import org.apache.iceberg.DeleteFile;
+import org.apache.iceberg.FileContent;
+import org.apache.iceberg.ManifestFile;
+import org.apache.iceberg.ManifestFiles;
+import org.apache.iceberg.ManifestReader;
+import org.apache.iceberg.RewriteFiles;
+import org.apache.iceberg.Snapshot;
+import org.apache.iceberg.Table;
+
+/**
+ * Counts a table's live files per partition from its manifests, for maintenance triggers.
+ *
+ * <p>Why here and not through py4j: a table holds thousands of files, and one py4j call per file
+ * would take longer than the maintenance check it serves.
+ */
+public final class FileCensus {
+  private FileCensus() {}
+
+  /**
+   * Returns {data files, delete files, most data files in one partition, most small data files in
+   * one partition, manifests, most delete files applying to one data file} for the current
+   * snapshot; a file is small below {@code smallBytes}.
+   *
+   * <p>The last figure is what Spark's {@code delete-file-threshold} compares, estimated per
+   * partition from its oldest data file: an equality delete applies to data files with a lower
+   * data sequence number (in its partition, or everywhere when its spec is unpartitioned), a
+   * position delete to those with a lower or equal one.
+   */
+  public static long[] count(Table table, long smallBytes) throws IOException {
+    Snapshot snapshot = table.currentSnapshot();
+    if (snapshot == null) {
+      return new long[] {0, 0, 0, 0, 0, 0};
+    }
+    // per partition: files, small files, oldest data sequence number
+    Map<String, long[]> perPartition = new HashMap<>();
+    long dataFiles = 0;
+    for (ManifestFile manifest : snapshot.dataManifests(table.io())) {
+      try (ManifestReader<DataFile> reader = ManifestFiles.read(manifest, table.io(), table.specs())) {
+        for (DataFile file : reader) {
+          dataFiles++;
+          long[] counts = perPartition.computeIfAbsent(key(table, file), k -> new long[] {0, 0, Long.MAX_VALUE});
+          counts[0]++;
+          if (file.fileSizeInBytes() < smallBytes) {
+            counts[1]++;
+          }
+          Long seq = file.dataSequenceNumber();
+          counts[2] = Math.min(counts[2], seq == null ? 0 : seq);
+        }
+      }
+    }
+    List<long[]> global = new ArrayList<>(); // {sequence number, equality?}
+    Map<String, List<long[]>> local = new HashMap<>();
+    long deleteFiles = 0;
+    for (ManifestFile manifest : snapshot.deleteManifests(table.io())) {
+      try (ManifestReader<DeleteFile> reader =
+          ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) {
+        for (DeleteFile file : reader) {
+          deleteFiles++;
+          Long seq = file.dataSequenceNumber();
+          long[] entry = {seq == null ? 0 : seq, file.content() == FileContent.EQUALITY_DELETES ? 1 : 0};
+          if (table.specs().get(file.specId()).isUnpartitioned()) {
+            global.add(entry);
+          } else {
+            local.computeIfAbsent(key(table, file), k -> new ArrayList<>()).add(entry);
+          }
+        }
+      }
+    }
+    long most = 0;
+    long mostSmall = 0;
+    long mostDeletes = 0;
+    for (Map.Entry<String, long[]> e : perPartition.entrySet()) {
+      long[] counts = e.getValue();
+      most = Math.max(most, counts[0]);
+      mostSmall = Math.max(mostSmall, counts[1]);
+      long applying = applying(global, counts[2]) + applying(local.getOrDefault(e.getKey(), List.of()), counts[2]);
+      mostDeletes = Math.max(mostDeletes, applying);
+    }
+    return new long[] {
+      dataFiles, deleteFiles, most, mostSmall, snapshot.allManifests(table.io()).size(), mostDeletes
+    };
+  }
+
+  private static long applying(List<long[]> deletes, long dataSequence) {
+    long n = 0;
+    for (long[] d : deletes) {
+      if (d[1] == 1 ? d[0] > dataSequence : d[0] >= dataSequence) {
+        n++;
+      }
+    }
+    return n;
+  }
+
+  private static String key(Table table, ContentFile<?> file) {
+    return file.specId() + "/" + table.specs().get(file.specId()).partitionToPath(file.partition());
+  }
+
+  /**
+   * Removes delete files that can no longer apply to any live data file, in one snapshot carrying
+   * {@code summary}; returns how many, or -1 if the table moved on while they were found (the next
+   * run tries again).
+   *
+   * <p>Why not Spark's remove-dangling-deletes: it matches delete files to data files of the same
+   * spec and partition, so the equality deletes of an upsert table partitioned by something other
+   * than its key (written in an unpartitioned spec, to apply everywhere) look dangling while they
+   * still apply, and removing them brings deleted rows back. Here every delete file is compared
+   * with the oldest data file of the whole table, which is never wrong: an equality delete applies
+   * only to data with a lower data sequence number, a position delete to data with a lower or
+   * equal one, and data committed later always gets a higher one.
+   */
+  public static int removeDanglingDeletes(Table table, Map<String, String> summary) throws IOException {
+    table.refresh();
+    Snapshot snapshot = table.currentSnapshot();
+    if (snapshot == null) {
+      return 0;
+    }
+    long oldestData = Long.MAX_VALUE;
+    for (ManifestFile manifest : snapshot.dataManifests(table.io())) {
+      try (ManifestReader<DataFile> reader = ManifestFiles.read(manifest, table.io(), table.specs())) {
+        for (DataFile file : reader) {
+          Long seq = file.dataSequenceNumber();
+          oldestData = Math.min(oldestData, seq == null ? 0 : seq);
+        }
+      }
+    }
+    List<DeleteFile> dangling = new ArrayList<>();
+    for (ManifestFile manifest : snapshot.deleteManifests(table.io())) {
+      try (ManifestReader<DeleteFile> reader =
+          ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) {
+        for (DeleteFile file : reader) {
+          long seq = file.dataSequenceNumber() == null ? Long.MAX_VALUE : file.dataSequenceNumber();
+          boolean equality = file.content() == FileContent.EQUALITY_DELETES;
+          if (equality ? seq <= oldestData : seq < oldestData) {
+            dangling.add(file.copyWithoutStats());
+          }
+        }
+      }
+    }
+    if (dangling.isEmpty()) {
+      return 0;
+    }
+    table.refresh();
+    if (table.currentSnapshot().snapshotId() != snapshot.snapshotId()) {
+      return -1;
+    }
+    RewriteFiles rewrite = table.newRewrite().validateFromSnapshot(snapshot.snapshotId());
+    dangling.forEach(rewrite::deleteFile);
+    summary.forEach(rewrite::set);
+    rewrite.commit();
+    return dangling.size();
+  }
+}
