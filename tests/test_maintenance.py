@@ -1,0 +1,258 @@
+"""Table maintenance: compaction folding equality deletes, snapshot expiry keeping the offsets,
+orphan removal with its age guard, and maintenance run by someone else beside the sink."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tabletopic.commit.source_offsets import read_recorded
+from tabletopic.maintain.table_stats import TableStats, stats_from_java
+from tabletopic.write.spark_session import SparkRuntime
+from tests.support import (
+    DaemonProcess,
+    Warehouse,
+    create_topic,
+    produce,
+    unique,
+    wait_until,
+    worker_props,
+    write_props,
+)
+from tests.test_upsert import PARTITIONS, Model, _duckdb_state, _spark_state
+
+TABLE = "cdc.accounts"
+HOUR_MS = 3_600_000
+
+
+def upsert_connector(topic: str, warehouse: Warehouse, **extra: str) -> dict[str, str]:
+    return {
+        "name": unique("maint"), "topics": topic, "iceberg.tables": TABLE,
+        "value.converter.schemas.enable": "false",
+        "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.tables.default-id-columns": "id",
+        "iceberg.tables.upsert-mode-enabled": "true",
+        "iceberg.tables.cdc-field": "op",
+        "iceberg.tables.default-partition-by": "day(updated_at)",
+        "iceberg.control.commit.interval-ms": "300",
+        "iceberg.control.commit.timeout-ms": "20000",
+        **warehouse.connector_props(),
+        **extra,
+    }
+
+
+# Tight settings, so that maintenance acts many times in a short run: every table is looked at
+# after every round.
+TIGHT = {
+    "tabletopic.maintenance.enabled": "true",
+    "tabletopic.maintenance.interval-ms": "0",
+    "tabletopic.maintenance.compaction.delete-files": "6",
+    "tabletopic.maintenance.compaction.min-input-files": "6",
+    "tabletopic.maintenance.snapshots.older-than-ms": "0",
+    "tabletopic.maintenance.snapshots.retain-last": "5",
+    "tabletopic.maintenance.orphans.older-than-ms": str(HOUR_MS),
+    "tabletopic.maintenance.orphans.interval-ms": "0",
+    "tabletopic.maintenance.manifests.max-count": "20",
+}
+
+
+def seed(bootstrap: str, topic: str, model: Model) -> None:
+    """The first change to every key is an insert, so the table can be created from a record."""
+    batch = 20_000
+    for start in range(0, model.keys, batch):
+        produce(bootstrap, topic, [(str(k).encode(), json.dumps(
+            {"id": k, "op": "I", "v": 0, "updated_at": "2026-09-20T00:00:00Z"}).encode(), k % PARTITIONS)
+            for k in range(start, min(model.keys, start + batch))])
+    for k in range(model.keys):
+        model.rows[k] = (0, "2026-09-20 00:00:00")
+        model.per_partition[k % PARTITIONS] += 1
+
+
+def committed(warehouse: Warehouse, group: str) -> int:
+    return sum(warehouse.offsets(TABLE, group).values())
+
+
+def stats(warehouse: Warehouse) -> TableStats:
+    return stats_from_java(warehouse.spark.jvm, warehouse.table(TABLE))
+
+
+def events(daemon: DaemonProcess, name: str) -> list[dict[str, Any]]:
+    out = []
+    for line in daemon.output().splitlines():
+        if line.startswith("{") and f'"{name}"' in line:
+            doc = json.loads(line)
+            if doc.get("event") == name:
+                out.append(doc)
+    return out
+
+
+def assert_matches(warehouse: Warehouse, model: Model, what: str) -> None:
+    state = _spark_state(warehouse, TABLE)
+    wrong = sorted(k for k in set(state) ^ set(model.rows))[:10]
+    wrong += sorted(k for k in state if k in model.rows and state[k] != model.rows[k])[:10]
+    assert state == model.rows, f"{what}: Spark differs from the model, e.g. keys {wrong}"
+    assert _duckdb_state(warehouse, TABLE) == model.rows, f"{what}: DuckDB differs from the model"
+
+
+def plant_file(directory: Path, name: str, age_s: float) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_bytes(b"not referenced by any snapshot")
+    stamp = time.time() - age_s
+    os.utime(path, (stamp, stamp))
+    return path
+
+
+@pytest.mark.slow
+def test_long_upsert_run_with_maintenance_matches_the_model(bootstrap: str, warehouse: Warehouse,
+                                                           tmp_path: Path) -> None:
+    topic = unique("long")
+    create_topic(bootstrap, topic, PARTITIONS)
+    connector = upsert_connector(topic, warehouse, **TIGHT)
+    group = f"connect-{connector['name']}"
+    model = Model(seed=5, keys=200_000)
+    seed(bootstrap, topic, model)
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
+    wait_until(lambda: committed(warehouse, group) == model.produced, 300, "the first 200,000 keys", daemon)
+    # Orphans: one written two hours ago, beyond the guard, and one just written, as a file on its
+    # way to a snapshot would be.
+    data_dir = Path(warehouse.location(TABLE)) / "data"
+    old_orphan = plant_file(data_dir, "old-orphan.parquet", 2 * HOUR_MS / 1000)
+    fresh_file = plant_file(data_dir, "fresh.parquet", 0)
+
+    worst = {"delete_files": 0, "most_files_in_partition": 0, "snapshots": 0}
+    for batch in range(160):
+        produce(bootstrap, topic, model.changes(1_000))
+        wait_until(lambda: committed(warehouse, group) == model.produced, 120, f"batch {batch}", daemon)
+        if batch % 10 == 9:
+            now = stats(warehouse)
+            worst = {"delete_files": max(worst["delete_files"], now.delete_files),
+                     "most_files_in_partition": max(worst["most_files_in_partition"], now.most_files_in_partition),
+                     "snapshots": max(worst["snapshots"], len(now.snapshots))}
+    commits = [e for e in events(daemon, "committed") if e.get("table") == TABLE]
+    maintained = events(daemon, "maintained")
+    assert len(commits) >= 150, f"only {len(commits)} commits"
+    assert any("compact" in e["steps"] and e["delete_files_folded"] > 0 for e in maintained), maintained[-3:]
+    assert any(e["snapshots_expired"] > 0 for e in maintained)
+    # Without maintenance this run leaves over 150 delete files, 400 data files in a partition and 160
+    # snapshots; the bounds follow from the triggers (6 deletes per file, 5 snapshots kept) plus what
+    # the commits of one maintenance run add while it runs.
+    assert worst["delete_files"] <= 40, worst
+    assert worst["most_files_in_partition"] <= 40, worst
+    assert worst["snapshots"] <= 40, worst
+    assert not old_orphan.exists(), "an orphan older than the guard was kept"
+    assert fresh_file.exists(), "a file younger than the guard was removed"
+    assert_matches(warehouse, model, "after 160 batches")
+
+    # A restart finds its offsets (expiry kept the snapshot that holds them) and goes on exactly once.
+    daemon.kill()
+    recorded = read_recorded(warehouse.table(TABLE), None, group)
+    assert sum(recorded.offsets.values()) == model.produced
+    daemon.start()
+    produce(bootstrap, topic, model.changes(3_000))
+    wait_until(lambda: committed(warehouse, group) == model.produced, 240, "after the restart", daemon)
+    daemon.kill()
+    assert_matches(warehouse, model, "after the restart")
+
+
+@pytest.mark.slow
+def test_sigkill_during_compaction_loses_and_duplicates_nothing(bootstrap: str, warehouse: Warehouse,
+                                                                tmp_path: Path) -> None:
+    topic = unique("killed")
+    create_topic(bootstrap, topic, PARTITIONS)
+    connector = upsert_connector(topic, warehouse, **TIGHT)
+    group = f"connect-{connector['name']}"
+    model = Model(seed=9, keys=20_000)
+    seed(bootstrap, topic, model)
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
+    rng = random.Random(3)
+
+    def compaction_started(since: int) -> bool:
+        return any(e["plan"][0].startswith("compact: ") and "not needed" not in e["plan"][0]
+                   for e in events(daemon, "maintenance starting")[since:])
+
+    for kill in range(3):
+        before = len(events(daemon, "maintenance starting"))
+        for _ in range(60):  # commits of changes until a compaction starts
+            produce(bootstrap, topic, model.changes(500))
+            wait_until(lambda: committed(warehouse, group) == model.produced, 120, f"changes before kill {kill}",
+                       daemon)
+            if compaction_started(before):
+                break
+        assert compaction_started(before), f"no compaction started before kill {kill}"
+        time.sleep(rng.uniform(0, 1.5))  # somewhere inside the rewrite
+        daemon.kill()
+        daemon.start()
+    produce(bootstrap, topic, model.changes(2_000))
+    wait_until(lambda: committed(warehouse, group) == model.produced, 240, "everything after the kills", daemon)
+    daemon.kill()
+    assert_matches(warehouse, model, "after SIGKILLs during compactions")
+
+
+@pytest.mark.slow
+def test_maintenance_by_someone_else_beside_the_sink(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse,
+                                                    tmp_path: Path) -> None:
+    """Another Spark session compacts, expires and removes orphans again and again while the sink
+    writes, with the daemon's own maintenance off; then its expiry leaves none of the snapshots that
+    carried the offsets, and the daemon still resumes exactly once."""
+    topic = unique("shared")
+    create_topic(bootstrap, topic, PARTITIONS)
+    connector = upsert_connector(topic, warehouse, **{"tabletopic.maintenance.enabled": "false",
+                                                      "tabletopic.maintenance.orphans.older-than-ms": str(HOUR_MS)})
+    group = f"connect-{connector['name']}"
+    model = Model(seed=13, keys=20_000)
+    seed(bootstrap, topic, model)
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
+    wait_until(lambda: committed(warehouse, group) == model.produced, 240, "the first keys", daemon)
+    data_dir = Path(warehouse.location(TABLE)) / "data"
+
+    def now_minus(ms: int) -> str:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(time.time() - ms / 1000))
+
+    rewrites = 0
+    for batch in range(12):
+        produce(bootstrap, topic, model.changes(1_500))
+        old_orphan = plant_file(data_dir, f"old-orphan-{batch}.parquet", 26 * HOUR_MS / 1000)
+        result = warehouse.sql(f"CALL {{c}}.system.rewrite_data_files(table => '{TABLE}', options => map("
+                               "'delete-file-threshold', '1', 'min-input-files', '2'))")
+        rewrites += int(result[0][0])
+        warehouse.sql(f"CALL {{c}}.system.expire_snapshots(table => '{TABLE}', "
+                      f"older_than => TIMESTAMP '{now_minus(0)}', retain_last => 1)")
+        warehouse.sql(f"CALL {{c}}.system.remove_orphan_files(table => '{TABLE}', "
+                      f"older_than => TIMESTAMP '{now_minus(25 * HOUR_MS)}')")  # it refuses under 24 h
+        assert not old_orphan.exists()
+    assert rewrites > 0
+    wait_until(lambda: committed(warehouse, group) == model.produced, 240, "the changes", daemon)
+    assert_matches(warehouse, model, "beside someone else's maintenance")
+
+    # The daemon at rest: someone else compacts everything and keeps one snapshot, the compaction's.
+    daemon.kill()
+    # The dry run reads through pyiceberg, without a JVM: the same figures as the JVM's, and the plan.
+    strict = {**connector, "tabletopic.maintenance.compaction.delete-files": "1"}
+    dry_run = subprocess.run([sys.executable, "-m", "tabletopic.cli", "maintain",
+                              str(write_props(tmp_path / "c.properties", strict)), "--dry-run"],
+                             capture_output=True, text=True, timeout=120)
+    assert dry_run.returncode == 0, dry_run.stderr
+    assert dry_run.stdout.splitlines()[0] == f"table {TABLE}: {stats(warehouse).describe()}"
+    assert "would compact: " in dry_run.stdout, dry_run.stdout
+    warehouse.sql(f"CALL {{c}}.system.rewrite_data_files(table => '{TABLE}', options => map('rewrite-all', 'true'))")
+    warehouse.sql(f"CALL {{c}}.system.expire_snapshots(table => '{TABLE}', "
+                  f"older_than => TIMESTAMP '{now_minus(-1000)}', retain_last => 1)")
+    table = warehouse.table(TABLE)
+    table.refresh()
+    assert len(list(table.snapshots())) == 1 and table.currentSnapshot().operation() == "replace"
+    recorded = read_recorded(table, None, group)
+    assert recorded.source == "property" and sum(recorded.offsets.values()) == model.produced
+    daemon.start()
+    produce(bootstrap, topic, model.changes(2_000))
+    wait_until(lambda: committed(warehouse, group) == model.produced, 240, "after the restart", daemon)
+    daemon.kill()
+    assert_matches(warehouse, model, "after someone else expired the offsets snapshots")
