@@ -1,0 +1,174 @@
+"""What maintenance buys readers of an upsert table, and what it costs the sink.
+
+Three tables get the same rows through tabletopic's own writer and committer (no Kafka):
+
+* **plain**: N keys in one commit, then C commits of U updated keys each, no maintenance;
+* **maintained**: the same commits, with the daemon's maintenance (same plan, same Spark
+  actions) run on its own thread between commits, as the coordinator runs it;
+* **one commit**: the same keys at the same versions, written in a single commit: the best a
+  reader can hope for.
+
+It prints full-read times (count and sum over every row) by Spark and by DuckDB after 1, 10,
+50 and 200 commits for the first two, the one-commit table's read beside them, and the
+records/s of the write-and-commit path with maintenance on and off, all from this run.
+
+    python bench/maintenance_reads.py [--keys 200000] [--updates 5000] [--commits 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from tabletopic.commit.table_committer import TableCommitter
+from tabletopic.config.connector import parse_connector
+from tabletopic.config.worker import parse_worker
+from tabletopic.demo.lake_servers import duckdb_offline
+from tabletopic.maintain.plan import plan_maintenance
+from tabletopic.maintain.table_maintenance import run_plan
+from tabletopic.maintain.table_stats import stats_from_java
+from tabletopic.write.file_writer import FileWriter
+from tabletopic.write.iceberg_tables import IcebergTables
+from tabletopic.write.spark_session import SparkRuntime
+from upsert_vs_append import rows, write
+
+CHECKPOINTS = (1, 10, 50, 200)
+
+
+class Background:
+    """The coordinator's pattern: after a commit, start a maintenance run unless one is under way."""
+
+    def __init__(self, spark: SparkRuntime, tables: IcebergTables, name: str, settings) -> None:
+        self.spark, self.tables, self.name, self.settings = spark, tables, name, settings
+        self.thread: threading.Thread | None = None
+        self.runs = 0
+        self.errors: list[str] = []
+
+    def poke(self) -> None:
+        if self.thread is None or not self.thread.is_alive():
+            self.thread = threading.Thread(target=self._run, daemon=True)
+            self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            context = self.spark.activate().sparkContext
+            context.setLocalProperty("spark.scheduler.pool", "tabletopic-maintenance")
+            table = self.tables.get(self.name).java
+            stats = stats_from_java(self.spark.jvm, table)
+            plan = plan_maintenance(stats, self.settings, int(time.time() * 1000), orphans_due=False)
+            if not plan.empty:
+                run_plan(self.spark.jvm, self.spark.session._jsparkSession, table, self.name, plan, stats,
+                         self.settings, "bench")
+                self.runs += 1
+        except Exception as exc:  # shown at the end: a bench must not hide a failed run
+            self.errors.append(str(exc).splitlines()[0])
+
+    def join(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+
+
+def read_spark(spark: SparkRuntime, name: str) -> tuple[float, int]:
+    started = time.perf_counter()
+    count, _ = spark.activate().sql(f"SELECT count(*), sum(version) FROM iceberg.{name}").collect()[0]
+    return time.perf_counter() - started, int(count)
+
+
+def read_duckdb(location: Path) -> tuple[float, int]:
+    db = duckdb_offline("avro", "iceberg")
+    started = time.perf_counter()
+    count, _ = db.execute(f"SELECT count(*), sum(version) FROM iceberg_scan('{location}')").fetchone()
+    return time.perf_counter() - started, int(count)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--keys", type=int, default=200_000)
+    parser.add_argument("--updates", type=int, default=5_000)
+    parser.add_argument("--commits", type=int, default=200)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="tabletopic-bench-"))
+    warehouse = work / "warehouse"
+    spark = SparkRuntime({"spark.master": "local[2]", "spark.driver.memory": "3g"})
+    try:
+        worker = parse_worker({"bootstrap.servers": "127.0.0.1:9", "listeners": ""})
+        config = parse_connector({
+            "name": "bench", "topics": "bench", "iceberg.tables": "b.plain,b.maintained,b.single",
+            "iceberg.tables.auto-create-enabled": "true", "iceberg.catalog.type": "hadoop",
+            "iceberg.catalog.warehouse": "file://" + str(warehouse),
+            "iceberg.tables.upsert-mode-enabled": "true", "iceberg.tables.default-id-columns": "id",
+            # The daemon's defaults, except a look after every commit instead of every 10 minutes.
+            "tabletopic.maintenance.interval-ms": "0"}, worker)
+        tables = IcebergTables(spark, config)
+        writer = FileWriter(spark, {})
+        committer = TableCommitter(lambda: spark.jvm, "bench", "bench")
+        spark.session  # noqa: B018 - start-up is not what is measured
+        first = rows(np.arange(args.keys), 1)
+        print(f"\n{args.keys:,} keys, then {args.commits} commits of {args.updates:,} updated keys, "
+              f"Spark local[2]; maintenance with the daemon's default triggers\n")
+        reads: dict[str, dict[int, tuple[float, float]]] = {}
+        rates: dict[str, float] = {}
+        background = None
+        for name in ("b.plain", "b.maintained"):
+            offsets = write(tables, writer, committer, name, first, args.keys, {})
+            position = args.keys
+            rng = np.random.default_rng(11)  # the same updates for both tables
+            updates = []
+            background = Background(spark, tables, name, config.maintenance) if name == "b.maintained" else None
+            reads[name] = {}
+            writing = 0.0
+            for commit in range(1, args.commits + 1):
+                ids = np.sort(rng.choice(args.keys, args.updates, replace=False))
+                updates.append(ids)
+                position += args.updates
+                started = time.perf_counter()
+                offsets = write(tables, writer, committer, name, rows(ids, commit + 1), position, offsets)
+                writing += time.perf_counter() - started
+                if background is not None:
+                    background.poke()
+                if commit in CHECKPOINTS:
+                    spark_s, count = read_spark(spark, name)
+                    duck_s, duck_count = read_duckdb(warehouse / "b" / name.split(".")[1])
+                    assert count == duck_count == args.keys, (count, duck_count)
+                    reads[name][commit] = (spark_s, duck_s)
+            rates[name] = args.commits * args.updates / writing
+            if background is not None:
+                background.join()
+        assert background is not None
+        # The final rows again: each key at the version of its last update, in one commit.
+        final_version = np.ones(args.keys, dtype=np.int64)
+        for commit, ids in enumerate(updates, start=2):
+            final_version[ids] = commit
+        single = pa.concat_tables([rows(np.flatnonzero(final_version == v), int(v))
+                                   for v in np.unique(final_version)])
+        write(tables, writer, committer, "b.single", single, 1, {})
+        best = (read_spark(spark, "b.single")[0], read_duckdb(warehouse / "b" / "single")[0])
+
+        print(f"{'full read after N commits':28}{'Spark plain':>12}{'maintained':>12}{'DuckDB plain':>14}"
+              f"{'maintained':>12}")
+        for commit in CHECKPOINTS:
+            if commit in reads["b.plain"]:
+                (sp, dp), (sm, dm) = reads["b.plain"][commit], reads["b.maintained"][commit]
+                print(f"  {commit:>4} commits{'':16}{sp:>11.2f}s{sm:>11.2f}s{dp:>13.2f}s{dm:>11.2f}s")
+        print(f"  same rows in one commit{'':4}{best[0]:>11.2f}s{'':>12}{best[1]:>13.2f}s")
+        last = max(reads["b.maintained"])
+        print(f"\nmaintained / one commit after {last} commits: Spark {reads['b.maintained'][last][0] / best[0]:.2f}x, "
+              f"DuckDB {reads['b.maintained'][last][1] / best[1]:.2f}x")
+        print(f"write and commit path: {rates['b.plain']:,.0f} records/s without maintenance, "
+              f"{rates['b.maintained']:,.0f} with ({background.runs} maintenance runs beside it)")
+        if background.errors:
+            print(f"maintenance errors: {background.errors}")
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
