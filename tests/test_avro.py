@@ -318,8 +318,9 @@ def test_poison_records_among_ten_thousand_good_ones(bootstrap: str, spark: Spar
     assert "does not decode" in reasons[bad_values[2]]
 
 
-def test_an_unreachable_registry_stops_the_connector_without_moving_offsets(
+def test_a_registry_unreachable_for_too_long_stops_the_connector_without_moving_offsets(
         bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
+    """Retried first (test_outages shows the recovery); after max-consecutive-failures, exit 1."""
     topic, table = unique("noregistry"), "avro.noregistry"
     create_topic(bootstrap, topic, 1)
     produce(bootstrap, topic, [(None, b"\x00\x00\x00\x00\x01\x02", 0)])
@@ -327,10 +328,11 @@ def test_an_unreachable_registry_stops_the_connector_without_moving_offsets(
     connector = {"name": unique("noregistry"), "topics": topic, "iceberg.tables": table,
                  "iceberg.tables.auto-create-enabled": "true", "value.converter": AVRO,
                  "value.converter.schema.registry.url": url, "errors.tolerance": "all",
+                 "tabletopic.catalog.max-consecutive-failures": "2",
                  "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}
     code, daemon = run_in_process(spark, worker_props(bootstrap), [connector],
                                   until=lambda d: d.connectors[0].consumer.fatal is not None)
     assert code == 1
     message = str(daemon.connectors[0].consumer.fatal)
-    assert url in message and "not reachable" in message
+    assert url in message and "not reachable" in message and "2 failures in a row" in message
     assert not warehouse.exists(table)  # not a bad record: nothing was skipped or committed

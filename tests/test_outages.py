@@ -10,9 +10,13 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from py4j.protocol import Py4JJavaError
 
+from tabletopic.demo.broker import free_port
+from tabletopic.kafka_clients import KafkaClients
+from tabletopic.registry.service import SchemaRegistryService
 from tabletopic.write.spark_session import SparkRuntime
 from tests.postgres_server import PostgresServer, postgres_available
 from tests.support import DaemonProcess, Warehouse, create_topic, produce, unique, wait_until, worker_props
+from tests.test_avro import AVRO, _serializer, order, order_schema
 
 PARTITIONS = 2
 
@@ -79,8 +83,9 @@ def test_a_catalog_outage_dead_letters_nothing_and_loses_nothing(bootstrap: str,
         # Records for a table not created yet, and for the one the sink has open.
         send("outage.second", 10_000, 500)
         send("outage.first", 500, 500)
-        wait_until(lambda: "catalog or storage unavailable" in daemon.output(), 120, "the outage noticed", daemon)
-        wait_until(lambda: daemon.output().count("catalog or storage unavailable") >= 3, 120, "retries", daemon)
+        retried = "is unavailable; records will be read again"
+        wait_until(lambda: retried in daemon.output(), 120, "the outage noticed", daemon)
+        wait_until(lambda: daemon.output().count(retried) >= 3, 120, "retries", daemon)
         pg.resume()
 
         wait_until(lambda: committed() == produced, 240, "every record committed after the outage", daemon)
@@ -90,3 +95,43 @@ def test_a_catalog_outage_dead_letters_nothing_and_loses_nothing(bootstrap: str,
             got = reader.sql(f"SELECT count(*), count(DISTINCT id), sum(id) FROM {{c}}.{table}")[0]
             assert tuple(int(v) for v in got) == (len(ids), len(ids), sum(ids)), table
         assert _end_offset(bootstrap, dlq) == 0, "a record was dead-lettered for an outage"
+
+
+def test_a_schema_registry_outage_dead_letters_nothing_and_loses_nothing(bootstrap: str, warehouse: Warehouse,
+                                                                        tmp_path: Path) -> None:
+    """The registry is down when the sink first needs the schema; it waits, then takes every record."""
+    topic, dlq, table = unique("regdown"), unique("regdown_dlq"), "outage.orders"
+    create_topic(bootstrap, topic, PARTITIONS)
+    create_topic(bootstrap, dlq, 1)
+    url, schemas = f"http://127.0.0.1:{free_port()}", unique("_schemas")
+
+    def registry() -> SchemaRegistryService:
+        service = SchemaRegistryService(url, KafkaClients([bootstrap], {}), schemas, "BACKWARD")
+        service.start()
+        return service
+
+    up = registry()
+    serialize = _serializer(url, order_schema(1))
+    records = [(None, serialize(topic, order(1, i)), i % PARTITIONS) for i in range(300)]
+    up.stop()
+    produce(bootstrap, topic, records)
+    connector = {"name": unique("regdown"), "topics": topic, "iceberg.tables": table,
+                 "iceberg.tables.auto-create-enabled": "true", "value.converter": AVRO,
+                 "value.converter.schema.registry.url": url, "errors.tolerance": "all",
+                 "errors.deadletterqueue.topic.name": dlq, "tabletopic.catalog.max-consecutive-failures": "1000",
+                 "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}
+    group = f"connect-{connector['name']}"
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
+    retried = "is unavailable; records will be read again"
+    wait_until(lambda: daemon.output().count(retried) >= 3, 120, "retries while the registry is down", daemon)
+    assert not warehouse.exists(table)
+    up = registry()
+    try:
+        wait_until(lambda: sum(warehouse.offsets(table, group).values()) == len(records), 180,
+                   "every record committed once the registry is back", daemon)
+        assert daemon.terminate() == 0, daemon.output()[-3000:]
+    finally:
+        up.stop()
+    got = warehouse.sql(f"SELECT count(*), count(DISTINCT id) FROM {{c}}.{table}")[0]
+    assert (int(got[0]), int(got[1])) == (len(records), len(records))
+    assert _end_offset(bootstrap, dlq) == 0, "a record was dead-lettered for a registry outage"

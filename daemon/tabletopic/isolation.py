@@ -26,6 +26,11 @@ RECORD_ERRORS: tuple[type[BaseException], ...] = (
     pa.ArrowTypeError, pa.ArrowNotImplementedError,
 )
 
+class SystemUnavailable(RuntimeError):
+    """A system the sink depends on failed (the catalog, storage, a Schema Registry): never a record's
+    fault.  The sink waits with backoff and reads the records again; nothing is dead-lettered."""
+
+
 T = TypeVar("T")
 
 

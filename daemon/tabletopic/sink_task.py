@@ -33,7 +33,7 @@ from tabletopic.convert.converter import Converter, load_converter
 from tabletopic.convert.key_rows import tombstone_deletes
 from tabletopic.convert.records import RawRecords, SinkRecords
 from tabletopic.failed_records import FailedRecords, RecordFailure
-from tabletopic.isolation import apply_isolating, convert_isolating
+from tabletopic.isolation import SystemUnavailable, apply_isolating, convert_isolating
 from tabletopic.kafka_clients import KafkaClients
 from tabletopic.maintain.maintainer import Maintainer
 from tabletopic.ops.metrics import SinkMetrics
@@ -93,8 +93,8 @@ class SinkTask:
         self._group_offsets: GroupOffsets | None = None
         self._reseek: Callable[[], Awaitable[None]] | None = None
         self._seek: Callable[[TopicPartition, int], None] | None = None
-        self._catalog_failures = 0  # in a row; reset by a batch staged without one
-        self.catalog_error: str | None = None
+        self._system_failures = 0  # in a row; reset by a batch staged without one
+        self.system_error: str | None = None
         self.last_error: str | None = None  # why this worker's last answer was lost; cleared by a commit
         self._catalog_scanned = False
 
@@ -129,17 +129,17 @@ class SinkTask:
             sum(len(v) for v in raw.values if v) + sum(len(k) for k in raw.keys if k))
         try:
             failures, staged = self._stage(raw)
-        except CatalogUnavailable as exc:
+        except SystemUnavailable as exc:
             # Not the records' fault: nothing is dead-lettered, the position stays, and the partition
             # is read again from the first record not taken.
             start = position if position is not None else int(raw.offsets[0])
             if position is None:
                 self.ledger.seek(tp, start)  # without a position the next batch would be taken as it comes
-            await self._catalog_failed(exc)
+            await self._system_failed(exc)
             if self._seek is not None and tp in self.assigned and self.ledger.position(tp) == start:
                 self._seek(tp, start)
             return
-        self._catalog_failures = 0
+        self._system_failures = 0
         await self.failed.handle(raw, failures)  # raises under errors.tolerance=none
         if tp not in self.assigned or self.ledger.position(tp) != position:
             # A revocation, or a seek after a rejected answer, came while the bad records were sent:
@@ -162,21 +162,21 @@ class SinkTask:
                 result = await asyncio.to_thread(read)
             except (CatalogUnavailable, *JAVA_ERRORS) as exc:
                 why = exc if isinstance(exc, CatalogUnavailable) else CatalogUnavailable(java_error_message(exc))
-                await self._catalog_failed(why)
+                await self._system_failed(why)
                 continue
-            self._catalog_failures = 0
+            self._system_failures = 0
             return result
 
-    async def _catalog_failed(self, exc: CatalogUnavailable) -> None:
-        self._catalog_failures += 1
-        self.catalog_error = str(exc)
+    async def _system_failed(self, exc: SystemUnavailable) -> None:
+        self._system_failures += 1
+        self.system_error = str(exc)
         self.metrics.catalog_failures.inc()
-        if self._catalog_failures >= self.config.catalog_max_failures:
-            raise CatalogUnavailable(f"{exc} ({self._catalog_failures} failures in a row; "
-                                     "tabletopic.catalog.max-consecutive-failures)") from exc
-        backoff = min(30.0, 2.0 ** (self._catalog_failures - 1))
-        self.log.warning("catalog or storage unavailable; records will be read again", error=str(exc),
-                         failures=self._catalog_failures, retry_in_s=backoff)
+        if self._system_failures >= self.config.catalog_max_failures:
+            raise type(exc)(f"{exc} ({self._system_failures} failures in a row; "
+                            "tabletopic.catalog.max-consecutive-failures)") from exc
+        backoff = min(30.0, 2.0 ** (self._system_failures - 1))
+        self.log.warning("a system the sink needs is unavailable; records will be read again", error=str(exc),
+                         failures=self._system_failures, retry_in_s=backoff)
         await asyncio.sleep(backoff)
 
     def _stage(self, raw: RawRecords) -> tuple[list[RecordFailure], dict[str, list[SinkRecords]]]:
@@ -425,8 +425,8 @@ class SinkTask:
     def ready(self) -> tuple[bool, str]:
         if not self.assigned:
             return False, "no partitions assigned"
-        if self._catalog_failures:
-            return False, f"catalog or storage unavailable: {self.catalog_error}"
+        if self._system_failures:
+            return False, f"catalog, storage or schema registry unavailable: {self.system_error}"
         if self.last_error:
             return False, f"last commit failed: {self.last_error}"
         return True, "ok"

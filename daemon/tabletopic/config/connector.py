@@ -122,7 +122,8 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "/ready answers 503 (and tabletopic_commit_stalled_seconds rises) once no round has committed, or this "
         "worker's answer has had no verdict, for this many intervals plus the commit timeout.", minimum=1),
     Key("tabletopic.catalog.max-consecutive-failures", KeyType.INT, 10,
-        "A catalog or storage failure while opening, creating or evolving a table is retried with backoff "
+        "A catalog or storage failure while opening, creating or evolving a table, or a Schema Registry that "
+        "does not answer, is retried with backoff "
         "(1 s doubling to 30 s); records are read again, never dead-lettered. After this many failures in a "
         "row the connector stops (exit 1) so that a supervisor restarts it.", minimum=1),
     Key("iceberg.catalog", KeyType.STRING, "iceberg", "Name of the Iceberg catalog (the Spark catalog name)."),

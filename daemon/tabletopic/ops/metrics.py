@@ -43,8 +43,9 @@ class _Families:
         self.commit_retries = counter("tabletopic_commit_retries",
                                       "Commits retried after another writer committed first", ["table"])
         self.catalog_failures = counter("tabletopic_catalog_failures",
-                                        "Catalog or storage failures while opening, creating or evolving a table "
-                                        "(the records are read again, never dead-lettered)")
+                                        "Catalog, storage or Schema Registry failures while converting records or "
+                                        "opening, creating or evolving a table (the records are read again, never "
+                                        "dead-lettered)")
         self.barriers = counter("tabletopic_barriers", "Commit barriers run", ["reason"])
         self.failed_records = counter("tabletopic_failed_records", "Records that failed a stage", ["stage"])
         self.dead_letter_records = counter("tabletopic_dead_letter_records",

@@ -22,6 +22,7 @@ from pyspark.sql.types import StructType
 
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.partition_by import PartitionField
+from tabletopic.isolation import SystemUnavailable
 from tabletopic.write.spark_session import SparkRuntime
 
 log = structlog.get_logger(__name__)
@@ -31,7 +32,7 @@ class TableError(RuntimeError):
     """A table cannot be used; the message names the table and what to do."""
 
 
-class CatalogUnavailable(RuntimeError):
+class CatalogUnavailable(SystemUnavailable):
     """The catalog or the storage behind it failed: the system's fault, never a record's.
 
     Records are never dead-lettered for it: the sink waits and reads them again.

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tabletopic.isolation import SystemUnavailable
 from tabletopic.tls_stores import store_type, trusted_pem
 
 _ATTEMPTS = 3
@@ -30,8 +31,8 @@ class SchemaNotFound(LookupError):
     pass
 
 
-class RegistryUnavailable(RuntimeError):
-    pass
+class RegistryUnavailable(SystemUnavailable):
+    """The registry did not answer, or refused us: the sink waits and reads the records again."""
 
 
 @dataclass(frozen=True)
