@@ -33,6 +33,10 @@ class ChangeKinds:
         if values is None:
             return records.take(np.zeros(len(records), dtype=bool)), [
                 Failure(int(r), f"cdc field {field!r} is not in the record") for r in records.rows]
+        if pa.types.is_nested(values.type):
+            return records.take(np.zeros(len(records), dtype=bool)), [
+                Failure(int(r), f"cdc field {field!r} must be a string (I, U or D), got a {values.type}")
+                for r in records.rows]
         upper = pc.utf8_upper(pc.cast(values, pa.string()))
         is_upsert = np.asarray(pc.fill_null(pc.is_in(upper, pa.array(_UPSERTS)), False)
                                .to_numpy(zero_copy_only=False), dtype=bool)
