@@ -8,7 +8,10 @@ Spark through the catalog and by DuckDB (httpfs + iceberg, no JVM) from S3.
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -177,6 +180,18 @@ def test_append_and_upsert_tables_on_s3_survive_a_sigkill(lake: Lake, bootstrap:
     assert "positions from the tables" in daemon.output()
     for secret in lake.secrets:
         assert secret not in daemon.output(), "a secret in the daemon's log"
+
+    # The same tables through pyiceberg, with the same catalog settings and no JVM.
+    for which, connector_file in zip(("append", "upsert"), daemon.connector_files, strict=True):
+        shown = subprocess.run([sys.executable, "-m", "tabletopic", "offsets", str(connector_file), "--by-table"],
+                               capture_output=True, text=True, timeout=120, env={**os.environ, **lake.env})
+        assert shown.returncode == 0, shown.stderr[-3000:]
+        held = reader.offsets(tables[which], groups[which])
+        want_line = " ".join(f"{t}[{p}]={o}" for (t, p), o in sorted(held.items()))
+        line = shown.stdout.strip()
+        assert line.startswith(f"{tables[which]} (from the snapshot, ") and line.endswith(f"): {want_line}"), line
+        for secret in lake.secrets:
+            assert secret not in shown.stdout + shown.stderr
 
 
 def test_validate_names_the_catalog_and_storage(tmp_path: Path) -> None:

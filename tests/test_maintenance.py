@@ -251,8 +251,22 @@ def test_maintenance_by_someone_else_beside_the_sink(bootstrap: str, spark: Spar
     assert len(list(table.snapshots())) == 1 and table.currentSnapshot().operation() == "replace"
     recorded = read_recorded(table, None, group)
     assert recorded.source == "property" and sum(recorded.offsets.values()) == model.produced
+    # The operator's view, through pyiceberg: Kafka Connect's offsets document, and where they came from.
+    shown = subprocess.run([sys.executable, "-m", "tabletopic", "offsets", str(tmp_path / "c.properties")],
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert {(o["partition"]["kafka_topic"], o["partition"]["kafka_partition"]): o["offset"]["kafka_offset"]
+            for o in json.loads(shown.stdout)["offsets"]} == recorded.offsets
+    by_table = subprocess.run([sys.executable, "-m", "tabletopic", "offsets", str(tmp_path / "c.properties"),
+                               "--by-table"], capture_output=True, text=True, timeout=120)
+    assert by_table.stdout.startswith(f"{TABLE} (from the property, "), by_table.stdout
     daemon.start()
     produce(bootstrap, topic, model.changes(2_000))
     wait_until(lambda: committed(warehouse, group) == model.produced, 240, "after the restart", daemon)
     daemon.kill()
     assert_matches(warehouse, model, "after someone else expired the offsets snapshots")
+    status = subprocess.run([sys.executable, "-m", "tabletopic", "status", str(tmp_path / "c.properties"),
+                             "--worker", str(daemon.worker_file)], capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0, status.stderr
+    assert f"table {TABLE}: offsets from the snapshot, committed " in status.stdout, status.stdout
+    assert "total lag: 0 records" in status.stdout, status.stdout

@@ -3,6 +3,8 @@
     tabletopic standalone WORKER.properties CONNECTOR.properties [CONNECTOR2 ...]
     tabletopic validate CONNECTOR [--worker WORKER.properties]
     tabletopic maintain CONNECTOR [--worker WORKER.properties] [--table T] [--dry-run]
+    tabletopic offsets CONNECTOR [--table T] [--by-table]
+    tabletopic status CONNECTOR [--worker WORKER.properties] [--table T]
     tabletopic demo
     tabletopic keys
 """
@@ -14,7 +16,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from tabletopic import exit_codes
+from tabletopic import __version__, exit_codes
 from tabletopic.config.connector import CONNECTOR_KEYS, ConnectorConfig, parse_connector
 from tabletopic.config.definition import ConfigError, Key, KeyType, Problem
 from tabletopic.config.files import load_config_file
@@ -89,6 +91,44 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         return exit_codes.CONFIG
 
 
+def cmd_offsets(args: argparse.Namespace) -> int:
+    import json
+
+    from tabletopic.maintain.run_once import tables_of
+    from tabletopic.ops.table_offsets import connect_document, read_table_offsets
+    try:
+        config = parse_connector(load_config_file(args.connector), parse_worker({}))
+        by_table = read_table_offsets(config, tables_of(config, args.table))
+    except (ConfigError, ValueError) as exc:
+        print(f"tabletopic: {exc}", file=sys.stderr)
+        return exit_codes.CONFIG
+    if args.by_table:
+        for table, recorded in by_table.items():
+            offsets = " ".join(f"{t}[{p}]={o}" for (t, p), o in sorted(recorded.offsets.items()))
+            print(f"{table} (from the {recorded.source}, coordinator epoch {recorded.epoch}): {offsets or '-'}")
+    else:
+        print(json.dumps(connect_document(by_table), indent=2))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from tabletopic.kafka_clients import KafkaClients
+    from tabletopic.maintain.run_once import tables_of
+    from tabletopic.ops.connector_status import status_lines
+    try:
+        worker = parse_worker(load_config_file(args.worker) if args.worker else {})
+        config = parse_connector(load_config_file(args.connector), worker)
+        tables = tables_of(config, args.table)
+    except (ConfigError, ValueError) as exc:
+        print(f"tabletopic: {exc}", file=sys.stderr)
+        return exit_codes.CONFIG
+    clients = KafkaClients(worker.bootstrap_servers, worker.raw).for_connector(config.consumer_overrides,
+                                                                                config.producer_overrides)
+    for line in status_lines(config, clients, tables):
+        print(line)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from tabletopic.demo.run_demo import run_demo
     return run_demo(records=args.records, intervals=args.intervals, keep=args.keep, lake=args.lake)
@@ -119,6 +159,7 @@ def cmd_keys(_: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tabletopic", description="Kafka topics to Apache Iceberg tables, "
                                      "exactly once, with Kafka Connect's Iceberg sink configuration.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("standalone", help="run connectors, like connect-standalone")
     p.add_argument("worker", help="worker .properties (or .json)")
@@ -134,6 +175,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--table", help="only this table (needed when the connector routes dynamically)")
     p.add_argument("--dry-run", action="store_true", help="print what would be done, reading metadata only")
     p.set_defaults(func=cmd_maintain)
+    p = sub.add_parser("offsets", help="the offsets the connector's tables hold (Kafka Connect's JSON shape)")
+    p.add_argument("connector", help="the connector's file: its catalog, tables and group")
+    p.add_argument("--table", help="only this table (needed when the connector routes dynamically)")
+    p.add_argument("--by-table", action="store_true", help="each table's offsets, and where they were found")
+    p.set_defaults(func=cmd_offsets)
+    p = sub.add_parser("status", help="offsets in the tables beside the group's, lag, last commit, freshness")
+    p.add_argument("connector", help="the connector's file")
+    p.add_argument("--worker", help="worker file: bootstrap.servers and client security")
+    p.add_argument("--table", help="only this table (needed when the connector routes dynamically)")
+    p.set_defaults(func=cmd_status)
     p = sub.add_parser("demo", help="bundled broker + sample clickstream + local warehouse, then query")
     p.add_argument("--records", type=int, default=20_000)
     p.add_argument("--intervals", type=int, default=3, help="commit intervals to run")

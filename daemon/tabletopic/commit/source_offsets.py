@@ -15,8 +15,9 @@ snapshot expiry removed every snapshot that carried them.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 TopicPartition = tuple[str, int]
 OFFSETS_KEY_PREFIX = "kafka.connect.source-offsets."
@@ -64,31 +65,112 @@ class Recorded:
     offsets: dict[TopicPartition, int]
     epoch: int  # the committing coordinator's epoch; -1 if none was recorded
     source: str  # "snapshot", "property" (its snapshots were expired by someone else) or "none"
+    snapshot_id: int | None = None  # the snapshot that carries them, when found in one
+
+
+class SnapshotView(Protocol):
+    """The little of a table that finding offsets needs, over the JVM's Table or pyiceberg's."""
+
+    def head(self, branch: str | None) -> int | None: ...
+
+    def summary(self, snapshot_id: int) -> Mapping[str, str] | None: ...  # None: no such snapshot (expired)
+
+    def parent(self, snapshot_id: int) -> int | None: ...
+
+    def property(self, key: str) -> str | None: ...
+
+
+class _JavaTable:
+    def __init__(self, table: Any) -> None:
+        self._table = table
+
+    def head(self, branch: str | None) -> int | None:
+        ref = self._table.refs().get(branch or "main")
+        return int(ref.snapshotId()) if ref is not None else None
+
+    def summary(self, snapshot_id: int) -> Mapping[str, str] | None:
+        snapshot = self._table.snapshot(snapshot_id)
+        return _JavaMap(snapshot.summary()) if snapshot is not None else None
+
+    def parent(self, snapshot_id: int) -> int | None:
+        parent = self._table.snapshot(snapshot_id).parentId()
+        return int(parent) if parent is not None else None
+
+    def property(self, key: str) -> str | None:
+        return self._table.properties().get(key)
+
+
+class _JavaMap(Mapping[str, str]):
+    """A Java Map read key by key: one py4j call per lookup, none to copy it."""
+
+    def __init__(self, java: Any) -> None:
+        self._java = java
+
+    def __getitem__(self, key: str) -> str:
+        if not self._java.containsKey(key):
+            raise KeyError(key)
+        return str(self._java.get(key))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._java.keySet()))
+
+    def __len__(self) -> int:
+        return int(self._java.size())
+
+
+class PyIcebergTable:
+    """The same view over a pyiceberg table (``tabletopic offsets``, no JVM)."""
+
+    def __init__(self, table: Any) -> None:
+        self._metadata = table.metadata
+
+    def head(self, branch: str | None) -> int | None:
+        ref = self._metadata.refs.get(branch or "main")
+        return ref.snapshot_id if ref is not None else None
+
+    def summary(self, snapshot_id: int) -> Mapping[str, str] | None:
+        snapshot = self._metadata.snapshot_by_id(snapshot_id)
+        if snapshot is None:
+            return None
+        return snapshot.summary.additional_properties if snapshot.summary is not None else {}
+
+    def parent(self, snapshot_id: int) -> int | None:
+        snapshot = self._metadata.snapshot_by_id(snapshot_id)
+        return snapshot.parent_snapshot_id if snapshot is not None else None
+
+    def property(self, key: str) -> str | None:
+        return self._metadata.properties.get(key)
 
 
 def read_recorded(table: Any, branch: str | None, group_id: str, max_walk: int = 10_000) -> Recorded:
+    """What the JVM's ``table`` records for ``group_id`` on ``branch`` (see :func:`recorded_in`)."""
+    return recorded_in(_JavaTable(table), branch, group_id, max_walk)
+
+
+def recorded_in(view: SnapshotView, branch: str | None, group_id: str, max_walk: int = 10_000) -> Recorded:
     """The offsets in the newest snapshot of ``branch`` that carries them.
 
     If the walk reaches a parent that no longer exists (someone expired the snapshots that carried
     them, a compaction's being newer) the table property written in the same commit answers instead.
     A history that simply starts without them (a rollback to before this sink) records nothing.
     """
-    key = offsets_key(group_id)
-    ref = table.refs().get(branch or "main")
-    snapshot = table.snapshot(ref.snapshotId()) if ref is not None else None
+    key, ekey = offsets_key(group_id), epoch_key(group_id)
+    head = view.head(branch)
+    snapshot_id = head
     walked = 0
-    while snapshot is not None and walked < max_walk:
-        summary = snapshot.summary()
-        if summary.containsKey(key):
-            ekey = epoch_key(group_id)
-            return Recorded(decode(summary.get(key)), int(summary.get(ekey)) if summary.containsKey(ekey) else -1,
-                            "snapshot")
-        parent = snapshot.parentId()
+    while snapshot_id is not None and walked < max_walk:
+        summary = view.summary(snapshot_id)
+        if summary is None:
+            break  # expired: the property answers
+        if key in summary:
+            return Recorded(decode(summary[key]), int(summary[ekey]) if ekey in summary else -1, "snapshot",
+                            snapshot_id)
+        parent = view.parent(snapshot_id)
         if parent is None:
             return Recorded({}, -1, "none")
-        snapshot = table.snapshot(parent)
+        snapshot_id = parent
         walked += 1
-    text = table.properties().get(property_key(group_id, branch)) if ref is not None else None
+    text = view.property(property_key(group_id, branch)) if head is not None else None
     if text is None:
         return Recorded({}, -1, "none")
     doc = json.loads(text)

@@ -1,0 +1,81 @@
+"""``tabletopic status``: where a connector stands, from its tables and its consumer group.
+
+Per partition: the offset the tables hold (where the sink resumes), the group's committed
+offset, the log end and the lag behind it; per table: when the offsets were last
+committed and the newest record timestamp committed (freshness).  Tables are read
+through pyiceberg, Kafka through the worker's client settings: no JVM, and nothing
+changes.  Whether a daemon is running is for its ``/health`` to say.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from tabletopic.commit.source_offsets import VTTS_KEY, PyIcebergTable, TopicPartition, recorded_in
+from tabletopic.config.connector import ConnectorConfig
+from tabletopic.kafka_clients import KafkaClients
+from tabletopic.ops.table_offsets import resume_positions
+from tabletopic.write.pyiceberg_catalog import open_table
+
+
+@dataclass(frozen=True)
+class TableStatus:
+    name: str
+    offsets: dict[TopicPartition, int]
+    source: str
+    committed_at_ms: int | None
+    newest_record_ms: int | None
+
+
+async def _kafka(clients: KafkaClients, group: str, tps: set[TopicPartition]
+                 ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    from aiokafka import TopicPartition as KafkaTP
+    admin = clients.admin()
+    consumer = clients.consumer()
+    await admin.start()
+    await consumer.start()
+    try:
+        committed = await admin.list_consumer_group_offsets(group)
+        ends = await consumer.end_offsets([KafkaTP(t, p) for t, p in sorted(tps)]) if tps else {}
+        return ({(tp.topic, tp.partition): meta.offset for tp, meta in committed.items() if meta.offset >= 0},
+                {(tp.topic, tp.partition): int(end) for tp, end in ends.items()})
+    finally:
+        await consumer.stop()
+        await admin.close()
+
+
+def table_statuses(config: ConnectorConfig, tables: list[str]) -> list[TableStatus]:
+    out = []
+    for name in tables:
+        table = open_table(config, name)
+        recorded = recorded_in(PyIcebergTable(table), config.table(name).commit_branch, config.group_id)
+        snapshot = table.metadata.snapshot_by_id(recorded.snapshot_id) if recorded.snapshot_id else None
+        summary = snapshot.summary.additional_properties if snapshot is not None and snapshot.summary else {}
+        out.append(TableStatus(name, recorded.offsets, recorded.source,
+                               snapshot.timestamp_ms if snapshot is not None else None,
+                               int(summary[VTTS_KEY]) if VTTS_KEY in summary else None))
+    return out
+
+
+def status_lines(config: ConnectorConfig, clients: KafkaClients, tables: list[str]) -> list[str]:
+    statuses = table_statuses(config, tables)
+    resume = resume_positions(s.offsets for s in statuses)
+    group, ends = asyncio.run(_kafka(clients, config.group_id, set(resume)))
+    now_ms = time.time() * 1000
+    lines = [f"connector {config.name}: group {config.group_id}, {len(resume)} partitions in its tables"]
+    for s in statuses:
+        when = f"committed {(now_ms - s.committed_at_ms) / 1000:.0f}s ago" if s.committed_at_ms else "no commit found"
+        fresh = (f", newest record {(now_ms - s.newest_record_ms) / 1000:.0f}s old" if s.newest_record_ms else "")
+        lines.append(f"  table {s.name}: offsets from the {s.source}, {when}{fresh}")
+    total = 0
+    for tp, offset in sorted(resume.items()):
+        end = ends.get(tp)
+        lag = end - offset if end is not None else None
+        total += lag or 0
+        lines.append(f"  {tp[0]}[{tp[1]}]: tables {offset}, group {group.get(tp, '-')}, "
+                     f"end {end if end is not None else '-'}, lag {lag if lag is not None else '-'}")
+    lines.append(f"  total lag: {total} records")
+    return lines
+
