@@ -60,8 +60,12 @@ class Maintainer:
         if not self._enabled:
             return []
         now = self._clock()
-        return sorted(n for n in set(self._names())
-                      if now - self._last_look.get(n, -float("inf")) >= self._settings.interval_s)
+        names = set(self._names())
+        for name in names:
+            # First looked at one interval after it is first seen, not at once: a coordinator that
+            # just took over (a rebalance, a restart) has catching up to do first.
+            self._last_look.setdefault(name, now)
+        return sorted(n for n in names if now - self._last_look[n] >= self._settings.interval_s)
 
     async def run(self, names: list[str], epoch: int, keep_going: Callable[[], bool]) -> None:
         """Look at ``names`` one by one, acting where a trigger is met; failures are logged and counted
@@ -106,7 +110,8 @@ class Maintainer:
         stats = stats_from_java(spark.jvm, table)
         self._observe(name, stats)
         now = self._clock()
-        orphans_due = now - self._last_orphans.get(name, -float("inf")) >= self._settings.orphan_interval_s
+        # Listing storage is the costliest step: first after one orphan interval, then once per interval.
+        orphans_due = now - self._last_orphans.setdefault(name, now) >= self._settings.orphan_interval_s
         plan = plan_maintenance(stats, self._settings, int(time.time() * 1000), orphans_due)
         if plan.empty:
             return None
