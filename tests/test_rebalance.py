@@ -89,7 +89,12 @@ def test_a_frozen_coordinator_never_commits_after_another_took_over(bootstrap: s
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     a = DaemonProcess(tmp_path / "a", worker_props(bootstrap), [connector]).start()
-    wave(0, 3000)
+    wave(0, 1500)
+    wait_until(lambda: committed() == 1500, 120, "daemon A's first commit", a, every=0.1)
+    # The first round can outlast the interval (the table is created, the JVM is cold), and then the
+    # next one starts at once. The second comes on the interval's cadence, so once it has committed
+    # the next barrier is most of an interval away.
+    wave(1500, 1500)
     wait_until(lambda: committed() == 3000, 120, "daemon A commits", a, every=0.1)
     wave(3000, 3000)  # fetched and buffered by A, whose next barrier is about 5 s away
     time.sleep(1.0)
