@@ -29,18 +29,32 @@ class TableStatus:
     newest_record_ms: int | None
 
 
-async def _kafka(clients: KafkaClients, group: str, tps: set[TopicPartition]
+async def _kafka(clients: KafkaClients, group: str, positions: dict[TopicPartition, int]
                  ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """The group's committed offsets, and each partition's end as a fetch reports it (its high
+    watermark): ListOffsets is not answered right by every broker."""
     from aiokafka import TopicPartition as KafkaTP
     admin = clients.admin()
-    consumer = clients.consumer()
+    consumer = clients.consumer(enable_auto_commit=False)
     await admin.start()
     await consumer.start()
     try:
-        committed = await admin.list_consumer_group_offsets(group)
-        ends = await consumer.end_offsets([KafkaTP(t, p) for t, p in sorted(tps)]) if tps else {}
-        return ({(tp.topic, tp.partition): meta.offset for tp, meta in committed.items() if meta.offset >= 0},
-                {(tp.topic, tp.partition): int(end) for tp, end in ends.items()})
+        wanted = [KafkaTP(t, p) for t, p in sorted(positions)]
+        if not wanted:
+            return {}, {}
+        # Partitions named: an OffsetFetch for all of a group's partitions is not answered by every broker.
+        committed = await admin.list_consumer_group_offsets(group, partitions=wanted)
+        consumer.assign(wanted)
+        for tp in wanted:
+            consumer.seek(tp, positions[(tp.topic, tp.partition)])
+        ends: dict[TopicPartition, int] = {}
+        for _ in range(10):
+            await consumer.getmany(timeout_ms=500, max_records=1)
+            ends = {(tp.topic, tp.partition): hw for tp in wanted
+                    if (hw := consumer.highwater(tp)) is not None and hw >= 0}
+            if len(ends) == len(wanted):
+                break
+        return ({(tp.topic, tp.partition): meta.offset for tp, meta in committed.items() if meta.offset >= 0}, ends)
     finally:
         await consumer.stop()
         await admin.close()
@@ -62,7 +76,7 @@ def table_statuses(config: ConnectorConfig, tables: list[str]) -> list[TableStat
 def status_lines(config: ConnectorConfig, clients: KafkaClients, tables: list[str]) -> list[str]:
     statuses = table_statuses(config, tables)
     resume = resume_positions(s.offsets for s in statuses)
-    group, ends = asyncio.run(_kafka(clients, config.group_id, set(resume)))
+    group, ends = asyncio.run(_kafka(clients, config.group_id, resume))
     now_ms = time.time() * 1000
     lines = [f"connector {config.name}: group {config.group_id}, {len(resume)} partitions in its tables"]
     for s in statuses:
