@@ -105,6 +105,8 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=200_000)
     parser.add_argument("--updates", type=int, default=5_000)
     parser.add_argument("--commits", type=int, default=200)
+    parser.add_argument("--delete-files", type=int, default=0,
+                        help="compaction.delete-files for the maintained table (0: the daemon's default)")
     parser.add_argument("--duckdb-limit", type=float, default=120.0, help="seconds before a DuckDB read is stopped")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tabletopic-bench-"))
@@ -118,14 +120,17 @@ def main() -> None:
             "iceberg.catalog.warehouse": "file://" + str(warehouse),
             "iceberg.tables.upsert-mode-enabled": "true", "iceberg.tables.default-id-columns": "id",
             # The daemon's defaults, except a look after every commit instead of every 10 minutes.
-            "tabletopic.maintenance.interval-ms": "0"}, worker)
+            "tabletopic.maintenance.interval-ms": "0",
+            **({"tabletopic.maintenance.compaction.delete-files": str(args.delete_files)} if args.delete_files else {}),
+        }, worker)
         tables = IcebergTables(spark, config)
         writer = FileWriter(spark, {})
         committer = TableCommitter(lambda: spark.jvm, "bench", "bench")
         spark.session  # noqa: B018 - start-up is not what is measured
         first = rows(np.arange(args.keys), 1)
+        triggers = f"compaction.delete-files={args.delete_files}" if args.delete_files else "the default triggers"
         print(f"\n{args.keys:,} keys, then {args.commits} commits of {args.updates:,} updated keys, "
-              f"Spark local[2]; maintenance with the daemon's default triggers\n")
+              f"Spark local[2]; maintenance with {triggers}\n")
         reads: dict[str, dict[int, tuple[float, float]]] = {}
         rates: dict[str, float] = {}
         background = None
@@ -153,7 +158,12 @@ def main() -> None:
                     reads[name][commit] = (spark_s, duck_s)
             rates[name] = args.commits * args.updates / writing
             if background is not None:
+                # The stream stops: the run under way ends, and one more look finds what is left.
                 background.join()
+                background.poke()
+                background.join()
+                reads["at rest"] = {args.commits: (read_spark(spark, name)[0],
+                                                   read_duckdb(warehouse / "b" / "maintained", args.duckdb_limit)[0])}
         assert background is not None
         # The final rows again: each key at the version of its last update, in one commit.
         final_version = np.ones(args.keys, dtype=np.int64)
@@ -172,9 +182,13 @@ def main() -> None:
                 print(f"  {commit:>4} commits{'':16}{sp:>11.2f}s{sm:>11.2f}s{_s(dp, args.duckdb_limit):>14}"
                       f"{_s(dm, args.duckdb_limit):>12}")
         print(f"  same rows in one commit{'':4}{best[0]:>11.2f}s{'':>12}{_s(best[1], args.duckdb_limit):>14}")
+        rest_spark, rest_duck = reads["at rest"][args.commits]
+        print(f"  maintained, once the stream stopped and maintenance ran again:{rest_spark:>8.2f}s (Spark), "
+              f"{_s(rest_duck, args.duckdb_limit)} (DuckDB)")
         last = max(reads["b.maintained"])
         print(f"\nmaintained / one commit after {last} commits: Spark {reads['b.maintained'][last][0] / best[0]:.2f}x, "
-              f"DuckDB {reads['b.maintained'][last][1] / best[1]:.2f}x")
+              f"DuckDB {reads['b.maintained'][last][1] / best[1]:.2f}x; at rest: Spark {rest_spark / best[0]:.2f}x, "
+              f"DuckDB {rest_duck / best[1]:.2f}x")
         print(f"write and commit path: {rates['b.plain']:,.0f} records/s without maintenance, "
               f"{rates['b.maintained']:,.0f} with ({background.runs} maintenance runs beside it)")
         if background.errors:
