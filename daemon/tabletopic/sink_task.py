@@ -347,7 +347,7 @@ class SinkTask:
                          and not any(tp in offsets for offsets in floors.values()))
         # Where nothing records a partition, it starts where the reset policy says, sought explicitly:
         # never at whatever batch happens to come first, which may follow records dropped while the
-        # assignment was being handled (the likeliest way a chaos test lost two partitions' first fetch).
+        # assignment was being handled (a chaos test lost the first fetch of two partitions so).
         starts = await self._log_starts(unknown) if unknown and self._log_starts is not None else {}
         for tp in tps:
             candidates = [offsets[tp] for offsets in floors.values() if tp in offsets]
