@@ -91,7 +91,6 @@ class SinkTask:
         self._write_lock = asyncio.Lock()
         self._group_commit: GroupCommit | None = None
         self._group_offsets: GroupOffsets | None = None
-        self._log_starts: GroupOffsets | None = None
         self._reseek: Callable[[], Awaitable[None]] | None = None
         self._seek: Callable[[TopicPartition, int], None] | None = None
         self._system_failures = 0  # in a row; reset by a batch staged without one
@@ -101,12 +100,9 @@ class SinkTask:
 
     def bind_consumer(self, group_commit: GroupCommit, group_offsets: GroupOffsets,
                       reseek: Callable[[], Awaitable[None]],
-                      seek: Callable[[TopicPartition, int], None] | None = None,
-                      log_starts: GroupOffsets | None = None) -> None:
-        """``log_starts`` gives where the consumer's reset policy starts a partition nothing records."""
+                      seek: Callable[[TopicPartition, int], None] | None = None) -> None:
         self._group_commit, self._group_offsets, self._reseek = group_commit, group_offsets, reseek
         self._seek = seek
-        self._log_starts = log_starts
 
     async def start(self) -> None:
         await self.failed.start()
@@ -343,12 +339,6 @@ class SinkTask:
                           tables=java, group_id=self.config.group_id)
         self.writer.drop_below(self.ledger.read_again(floors, tps), "the table already has")
         seeks: dict[TopicPartition, int] = {}
-        unknown = sorted(tp for tp in tps if tp not in group and self.ledger.uncommitted_from(tp) is None
-                         and not any(tp in offsets for offsets in floors.values()))
-        # Where nothing records a partition, it starts where the reset policy says, sought explicitly:
-        # never at whatever batch happens to come first, which may follow records dropped while the
-        # assignment was being handled (a chaos test lost the first fetch of two partitions so).
-        starts = await self._log_starts(unknown) if unknown and self._log_starts is not None else {}
         for tp in tps:
             candidates = [offsets[tp] for offsets in floors.values() if tp in offsets]
             recorded = bool(candidates)
@@ -361,8 +351,6 @@ class SinkTask:
                 # it, its offset is at or below any uncommitted row, so an old value here cannot force a
                 # long replay after the partition spent a while with another member.
                 candidates.append(restart)
-            if tp in starts:
-                candidates.append(starts[tp])
             if not candidates:
                 continue
             start = min(candidates)

@@ -48,7 +48,6 @@ class FaustConsumer:
         self._taken_generation: dict[TP, int] = {}  # per partition, the seek generation of the last batch taken
         session_s = worker.session_timeout_ms / 1000
         overrides = {**worker.consumer_props, **config.consumer_overrides}
-        self._auto_offset_reset = overrides.get("auto.offset.reset", worker.auto_offset_reset)
         self.app = BatchingApp(
             config.group_id,
             broker=[f"kafka://{server}" for server in worker.bootstrap_servers],
@@ -64,7 +63,7 @@ class FaustConsumer:
             broker_commit_every=_NEVER,
             broker_commit_interval=float(_NEVER),
             broker_max_poll_records=worker.max_poll_records,
-            consumer_auto_offset_reset=self._auto_offset_reset,
+            consumer_auto_offset_reset=overrides.get("auto.offset.reset", worker.auto_offset_reset),
             stream_wait_empty=False,
             stream_buffer_maxsize=max(4096, worker.max_poll_records * 2),
             loghandlers=[],
@@ -85,7 +84,7 @@ class FaustConsumer:
         self.app.on_partitions_assigned.connect(self._on_assigned)
         self.app.on_partitions_revoked.connect(self._on_revoked)
         task.bind_consumer(self._commit_group, self._group_offsets, self._reseek_all,
-                           lambda tp, offset: self.app.request_seek(TP(*tp), offset), self._log_starts)
+                           lambda tp, offset: self.app.request_seek(TP(*tp), offset))
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -214,19 +213,6 @@ class FaustConsumer:
         finally:
             await admin.close()
         return {(tp.topic, tp.partition): meta.offset for tp, meta in found.items() if meta.offset >= 0}
-
-    async def _log_starts(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """Where ``auto.offset.reset`` starts partitions with no committed offset: the log's start
-        (earliest, the sink's default, as in Kafka Connect) or its end (latest)."""
-        consumer = self.clients.consumer()
-        await consumer.start()
-        try:
-            wanted = [KafkaTP(t, p) for t, p in tps]
-            latest = self._auto_offset_reset == "latest"
-            found = await (consumer.end_offsets(wanted) if latest else consumer.beginning_offsets(wanted))
-        finally:
-            await consumer.stop()
-        return {(tp.topic, tp.partition): int(offset) for tp, offset in found.items()}
 
     async def _report_lag(self) -> None:
         """Lag from the fetch highwater (ListOffsets is not trusted: some brokers answer it wrongly)."""
