@@ -1,55 +1,116 @@
-"""structlog set-up: JSON lines by default, readable lines on a terminal.
+"""One log format for every line the daemon prints: its own, Faust's, aiokafka's, py4j's and the JVM's.
 
-Logging is process-wide by nature, so this is called once by the CLI; library
-code only asks for loggers and binds context (connector, table, topic, partition).
+structlog renders through the standard library: every logger, ours and the libraries',
+is a ``logging`` logger with one handler whose formatter is structlog's, so
+``log.format=json`` gives JSON lines only.  The Spark driver JVM writes log4j text to
+its own stdout; :func:`relay_lines` reads that pipe and logs each line under the
+``spark`` logger, so it too comes out in the one format.
+
+Levels live on the standard library's loggers, so ``PUT /admin/loggers/<name>``
+(Connect's logging API, :mod:`tabletopic.rest.loggers`) changes them at run time.
+Logging is process-wide by nature: the CLI calls :func:`configure_logging` once.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
+import threading
+from typing import IO
 
 import structlog
 
 from tabletopic.config.secrets import Scrubber
 
-
-class _ScrubFilter(logging.Filter):
-    """Library log records (Faust, aiokafka, py4j) lose any secret they echo, like structlog's events."""
-
-    def __init__(self, scrubber: Scrubber) -> None:
-        super().__init__()
-        self._scrubber = scrubber
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.msg, record.args = self._scrubber.scrub(record.getMessage()), None
-        return True
+# Libraries that chat at INFO: kept at WARNING unless the daemon logs at DEBUG.
+QUIET_LIBRARIES = ("faust", "mode", "aiokafka", "py4j", "kafka")
+_LOG4J = re.compile(r"^\S+ \S+ (?P<level>TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (?P<logger>[^:\s]+): (?P<message>.*)$")
+_LOG4J_LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
+                 "ERROR": logging.ERROR, "FATAL": logging.CRITICAL}
 
 
 def configure_logging(level: str = "INFO", fmt: str = "auto", scrubber: Scrubber | None = None) -> None:
     use_console = fmt == "console" or (fmt == "auto" and sys.stderr.isatty())
     scrubber = scrubber or Scrubber()
-    processors: list[structlog.typing.Processor] = [
+    stamped: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
-        scrubber,
-        structlog.processors.add_log_level,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
-        structlog.processors.StackInfoRenderer(),
     ]
+    renderer: structlog.typing.Processor
     if use_console:
-        processors.append(structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback))
+        renderer = structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback)
+        tail: list[structlog.typing.Processor] = []
     else:
-        processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+        renderer = structlog.processors.JSONRenderer()
+        tail = [structlog.processors.format_exc_info]
     structlog.configure(
-        processors=processors,
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        processors=[structlog.stdlib.filter_by_level, *stamped, structlog.processors.StackInfoRenderer(),
+                    structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,
     )
-    # Faust, aiokafka and py4j log through the standard library: keep their warnings, not their chatter.
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(_ScrubFilter(scrubber))
-    for noisy in ("faust", "mode", "aiokafka", "py4j"):
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[*stamped, structlog.stdlib.ExtraAdder(allow=["jvm_logger"])],
+        # Secrets are scrubbed last, after a library's message became the event: nothing escapes it.
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *tail, scrubber, renderer],
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    for noisy in QUIET_LIBRARIES:
         logging.getLogger(noisy).setLevel(logging.WARNING if level != "DEBUG" else logging.INFO)
+    logging.captureWarnings(True)
+
+
+def relay_lines(stream: IO[bytes], logger_name: str = "spark") -> threading.Thread:
+    """Log every line of ``stream`` (the JVM's output) until it closes, on a thread of its own.
+
+    The pipe must always be drained, or the JVM blocks on a full pipe: the thread reads to the end
+    whatever the level lets through.
+    """
+    logger = logging.getLogger(logger_name)
+
+    def pump() -> None:
+        level = logging.INFO
+        for raw in iter(stream.readline, b""):
+            line = raw.decode(errors="replace").rstrip()
+            if not line:
+                continue
+            match = _LOG4J.match(line)
+            if match is None:
+                # A stack trace's lines go with the line they follow; anything else (spark-submit's notes) is INFO.
+                continues = line.startswith(("\t", " ", "Caused by:", "java.", "org.", "scala.", "py4j."))
+                logger.log(level if continues else logging.INFO, line)
+            else:
+                level = _LOG4J_LEVELS[match.group("level")]
+                logger.log(level, match.group("message"), extra={"jvm_logger": match.group("logger")})
+        stream.close()
+
+    thread = threading.Thread(target=pump, name=f"{logger_name}-log", daemon=True)
+    thread.start()
+    return thread
+
+
+LEVEL_NAMES = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARN", logging.ERROR: "ERROR",
+               logging.CRITICAL: "FATAL"}
+
+
+def level_name(level: int) -> str:
+    """A level as log4j (and so Connect's logging API) names it."""
+    return LEVEL_NAMES.get(level, logging.getLevelName(level))
+
+
+def parse_level(name: str) -> int | None:
+    """Connect's level names (log4j's: TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF) as logging's."""
+    upper = name.strip().upper()
+    return {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
+            "WARNING": logging.WARNING, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL,
+            "OFF": logging.CRITICAL + 10}.get(upper)
