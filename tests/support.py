@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -105,11 +107,12 @@ STARTED: list[DaemonProcess] = []  # every daemon a test started; conftest stops
 
 
 class DaemonProcess:
-    """``tabletopic standalone`` as a child process, so tests can SIGKILL it."""
+    """``tabletopic standalone`` (or ``distributed``) as a child process, so tests can SIGKILL it."""
 
     def __init__(self, workdir: Path, worker: dict[str, Any], connectors: list[dict[str, Any]],
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, mode: str = "standalone") -> None:
         self.workdir = workdir
+        self.mode = mode
         self.env = {**os.environ, **(env or {})}
         self.worker_file = write_props(workdir / "worker.properties", worker)
         self.connector_files = [write_props(workdir / f"connector-{i}.properties", c)
@@ -125,7 +128,7 @@ class DaemonProcess:
         self.runs += 1
         log = open(self.log_path, "wb")  # noqa: SIM115 - handed to the child
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tabletopic.cli", "standalone", str(self.worker_file),
+            [sys.executable, "-m", "tabletopic.cli", self.mode, str(self.worker_file),
              *map(str, self.connector_files)],
             cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env)
         log.close()
@@ -282,3 +285,43 @@ def run_in_process(spark: SparkRuntime, worker: dict[str, Any], connectors: list
         return code
 
     return asyncio.run(go()), daemon
+
+
+class Rest:
+    """A daemon's HTTP listener through a real HTTP client: status codes and JSON bodies."""
+
+    def __init__(self, port: int) -> None:
+        self.base = f"http://127.0.0.1:{port}"
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.base + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                status, text = response.status, response.read().decode()
+        except urllib.error.HTTPError as exc:
+            status, text = exc.code, exc.read().decode()
+        return status, json.loads(text) if text else None
+
+    def get(self, path: str) -> Any:
+        status, body = self.call("GET", path)
+        assert status == 200, (path, status, body)
+        return body
+
+    def status_of(self, path: str) -> int:
+        """A GET's status code; 0 while nothing listens."""
+        try:
+            return self.call("GET", path)[0]
+        except OSError:
+            return 0
+
+    def metric(self, name: str, **labels: str) -> float:
+        from prometheus_client.parser import text_string_to_metric_families
+        text = urllib.request.urlopen(self.base + "/metrics", timeout=10).read().decode()
+        total = 0.0
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    total += sample.value
+        return total

@@ -88,7 +88,9 @@ def test_tolerance_none_stops_before_the_bad_record_and_resumes_when_allowed(
                  "value.converter.schemas.enable": "false", "iceberg.control.commit.interval-ms": "1000",
                  **warehouse.connector_props()}
     group = f"connect-{connector['name']}"
-    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
+    # A supervisor restarts a daemon that exits; without exit-on-connector-failure it stays up, FAILED.
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap, **{"tabletopic.exit-on-connector-failure": "true"}),
+                           [connector]).start()
     code = daemon.wait(timeout=180)
     output = daemon.output()
     assert code == 1, output[-3000:]

@@ -59,7 +59,8 @@ def test_unreachable_catalog_is_a_clear_error(bootstrap: str, tmp_path: Path) ->
     connector = {"name": "nocat", "topics": "t", "iceberg.tables": "db.t", "iceberg.catalog.type": "hadoop",
                  "iceberg.catalog.warehouse": "hdfs://127.0.0.1:1/warehouse",
                  "iceberg.hadoop.ipc.client.connect.max.retries": "0"}
-    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap, **{"tabletopic.exit-on-connector-failure": "true"}),
+                           [connector]).start()
     assert daemon.wait(timeout=120) == exit_codes.UNAVAILABLE
     output = daemon.output()
     assert "the Iceberg catalog 'iceberg' is not reachable" in output
@@ -229,11 +230,12 @@ def test_sigterm_during_start_up_stops_within_the_stop_timeout(moment: str, boot
 
 def test_a_second_signal_exits_at_once_without_a_final_commit(monkeypatch: pytest.MonkeyPatch) -> None:
     # Two signals sent back to back reach a process as one, so the handler is driven directly.
-    from tabletopic import standalone
+    from tabletopic import daemon as process
+    from tabletopic.standalone import Standalone
 
     exits: list[int] = []
-    monkeypatch.setattr(standalone.os, "_exit", exits.append)
-    daemon = standalone.Standalone(parse_worker({"listeners": ""}), [])
+    monkeypatch.setattr(process.os, "_exit", exits.append)
+    daemon = Standalone(parse_worker({"listeners": ""}), [])
     daemon._on_signal(signal.SIGTERM)
     assert daemon.stop_requested.is_set() and exits == []  # the first asks for a graceful stop
     daemon._on_signal(signal.SIGTERM)

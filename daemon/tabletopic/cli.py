@@ -1,10 +1,11 @@
-"""The ``tabletopic`` command, shaped like Kafka's ``connect-standalone``.
+"""The ``tabletopic`` command, shaped like Kafka's ``connect-standalone`` and ``connect-distributed``.
 
-    tabletopic standalone WORKER.properties CONNECTOR.properties [CONNECTOR2 ...]
+    tabletopic standalone WORKER.properties [CONNECTOR.properties ...]
+    tabletopic distributed WORKER.properties
     tabletopic validate CONNECTOR [--worker WORKER.properties]
     tabletopic maintain CONNECTOR [--worker WORKER.properties] [--table T] [--dry-run]
-    tabletopic offsets CONNECTOR [--table T] [--by-table]
-    tabletopic status CONNECTOR [--worker WORKER.properties] [--table T]
+    tabletopic offsets CONNECTOR [--table T] [--by-table] [--set TOPIC:PARTITION=OFFSET ...] [--reset] [--url URL]
+    tabletopic status [CONNECTOR] [--worker WORKER.properties] [--table T] [--url URL]
     tabletopic demo
     tabletopic keys
 """
@@ -14,7 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from tabletopic import __version__, exit_codes
 from tabletopic.config.connector import CONNECTOR_KEYS, ConnectorConfig, parse_connector
@@ -33,31 +35,47 @@ def _load(worker_path: str | None, connector_paths: Sequence[str]) -> tuple[Work
     return worker, connectors
 
 
+def _logging(worker: WorkerConfig, connectors: Sequence[ConnectorConfig] = ()) -> None:
+    from tabletopic.ops.logging_setup import configure_logging
+    configure_logging(worker.log_level, worker.log_format, worker.scrubber)
+    import structlog
+    for warning in [*worker.warnings, *(w for c in connectors for w in c.warnings)]:
+        structlog.get_logger("tabletopic.config").warning(warning)
+
+
+def _run(daemon_factory: Callable[[], Any]) -> int:
+    async def main() -> int:
+        daemon = daemon_factory()
+        daemon.install_signal_handlers()
+        return int(await daemon.run())
+
+    return asyncio.run(main())
+
+
 def cmd_standalone(args: argparse.Namespace) -> int:
     try:
         worker, connectors = _load(args.worker, args.connectors)
     except ConfigError as exc:
         print(f"tabletopic: {exc}", file=sys.stderr)
         return exit_codes.CONFIG
-    from tabletopic.ops.logging_setup import configure_logging
-    configure_logging(worker.log_level, worker.log_format, worker.scrubber)
-    import structlog
-    for warning in [*worker.warnings, *(w for c in connectors for w in c.warnings)]:
-        structlog.get_logger("tabletopic.config").warning(warning)
+    _logging(worker, connectors)
+    from tabletopic.standalone import Standalone
+    return _run(lambda: Standalone(worker, connectors))
+
+
+def cmd_distributed(args: argparse.Namespace) -> int:
+    from tabletopic.config.worker import distributed_problems
     try:
-        from tabletopic.write.jvm_classpath import JavaNotFoundError, build_classpath
-        build_classpath()
-    except JavaNotFoundError as exc:
+        worker = parse_worker(load_config_file(args.worker))
+        problems = distributed_problems(worker)
+        if problems:
+            raise ConfigError(problems, "worker configuration")
+    except ConfigError as exc:
         print(f"tabletopic: {exc}", file=sys.stderr)
         return exit_codes.CONFIG
-    from tabletopic.standalone import Standalone
-
-    async def main() -> int:
-        daemon = Standalone(worker, connectors)
-        daemon.install_signal_handlers()
-        return await daemon.run()
-
-    return asyncio.run(main())
+    _logging(worker)
+    from tabletopic.distributed.worker import distributed_daemon
+    return _run(lambda: distributed_daemon(worker))
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -91,13 +109,71 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         return exit_codes.CONFIG
 
 
+def _rest(args: argparse.Namespace) -> Any:
+    from tabletopic.ops.rest_client import RestClient
+    return RestClient(args.url, args.user, args.cacert)
+
+
+def _offset_changes(args: argparse.Namespace) -> dict[tuple[str, int], int | None] | None:
+    """--set TOPIC:PARTITION=OFFSET (OFFSET may be 'null' to forget one) and --reset, as the REST API's."""
+    changes: dict[tuple[str, int], int | None] = {}
+    for item in args.set or []:
+        where, _, offset = item.rpartition("=")
+        topic, _, partition = where.rpartition(":")
+        if not topic or not partition.isdigit() or not (offset.isdigit() or offset == "null"):
+            raise ValueError(f"--set {item!r}: write TOPIC:PARTITION=OFFSET, or TOPIC:PARTITION=null")
+        changes[(topic, int(partition))] = None if offset == "null" else int(offset)
+    return changes
+
+
 def cmd_offsets(args: argparse.Namespace) -> int:
     import json
 
+    from tabletopic.ops.rest_client import RestError
+    try:
+        changes = _offset_changes(args)
+    except ValueError as exc:
+        print(f"tabletopic: {exc}", file=sys.stderr)
+        return exit_codes.CONFIG
+    if args.url:
+        client = _rest(args)
+        try:
+            if args.reset:
+                print(client.call("DELETE", f"/connectors/{args.connector}/offsets")["message"])
+            elif changes:
+                body = {"offsets": [{"partition": {"kafka_topic": t, "kafka_partition": p},
+                                     "offset": None if o is None else {"kafka_offset": o}}
+                                    for (t, p), o in sorted(changes.items())]}
+                print(client.call("PATCH", f"/connectors/{args.connector}/offsets", body)["message"])
+            else:
+                print(json.dumps(client.call("GET", f"/connectors/{args.connector}/offsets"), indent=2))
+        except RestError as exc:
+            print(f"tabletopic: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    try:
+        worker = parse_worker(load_config_file(args.worker) if args.worker else {})
+        config = parse_connector(load_config_file(args.connector), worker)
+    except (ConfigError, ValueError) as exc:
+        print(f"tabletopic: {exc}", file=sys.stderr)
+        return exit_codes.CONFIG
+    if args.reset or changes:
+        from tabletopic.connectors.offsets import OffsetsChangeRefused, change_offsets_locally
+        from tabletopic.kafka_clients import KafkaClients
+        clients = KafkaClients(worker.bootstrap_servers, worker.raw).for_connector(config.consumer_overrides,
+                                                                                    config.producer_overrides)
+        try:
+            positions = change_offsets_locally(worker.spark_conf, clients, config, None if args.reset else changes)
+        except OffsetsChangeRefused as exc:
+            print(f"tabletopic: {exc}", file=sys.stderr)
+            return 1
+        print(json.dumps({"offsets": [{"partition": {"kafka_topic": t, "kafka_partition": p},
+                                       "offset": {"kafka_offset": o}} for (t, p), o in sorted(positions.items())]},
+                         indent=2))
+        return 0
     from tabletopic.maintain.run_once import tables_of
     from tabletopic.ops.table_offsets import connect_document, read_table_offsets
     try:
-        config = parse_connector(load_config_file(args.connector), parse_worker({}))
         by_table = read_table_offsets(config, tables_of(config, args.table))
     except (ConfigError, ValueError) as exc:
         print(f"tabletopic: {exc}", file=sys.stderr)
@@ -112,6 +188,19 @@ def cmd_offsets(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    if args.url:
+        from tabletopic.ops.rest_client import RestError
+        from tabletopic.ops.rest_client import status_lines as rest_status_lines
+        try:
+            for line in rest_status_lines(_rest(args), args.connector):
+                print(line)
+        except RestError as exc:
+            print(f"tabletopic: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    if not args.connector:
+        print("tabletopic: name the connector's file, or give --url of a running daemon", file=sys.stderr)
+        return exit_codes.CONFIG
     from tabletopic.kafka_clients import KafkaClients
     from tabletopic.maintain.run_once import tables_of
     from tabletopic.ops.connector_status import status_lines
@@ -163,8 +252,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("standalone", help="run connectors, like connect-standalone")
     p.add_argument("worker", help="worker .properties (or .json)")
-    p.add_argument("connectors", nargs="+", help="connector .properties or Connect REST JSON")
+    p.add_argument("connectors", nargs="*",
+                   help="connector .properties or Connect REST JSON (none: add them over REST)")
     p.set_defaults(func=cmd_standalone)
+    p = sub.add_parser("distributed", help="join a cluster of workers sharing connectors, like connect-distributed")
+    p.add_argument("worker", help="worker .properties with group.id, config.storage.topic and status.storage.topic")
+    p.set_defaults(func=cmd_distributed)
     p = sub.add_parser("validate", help="check a connector configuration and list every problem")
     p.add_argument("connector")
     p.add_argument("--worker", help="worker file, for converter defaults")
@@ -175,15 +268,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--table", help="only this table (needed when the connector routes dynamically)")
     p.add_argument("--dry-run", action="store_true", help="print what would be done, reading metadata only")
     p.set_defaults(func=cmd_maintain)
-    p = sub.add_parser("offsets", help="the offsets the connector's tables hold (Kafka Connect's JSON shape)")
-    p.add_argument("connector", help="the connector's file: its catalog, tables and group")
+
+    def rest_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--url", help="a running daemon's REST API, e.g. http://127.0.0.1:8083: ask it instead")
+        p.add_argument("--user", help="USER:PASSWORD for a REST API with Basic authentication")
+        p.add_argument("--cacert", help="CA certificates (PEM) for a REST API on https")
+
+    p = sub.add_parser("offsets", help="the offsets the connector's tables hold (Kafka Connect's JSON shape); "
+                       "--set and --reset change them, with the connector stopped")
+    p.add_argument("connector", help="the connector's file, or with --url its name")
+    p.add_argument("--worker", help="worker file: Kafka and Spark settings, to change offsets without --url")
     p.add_argument("--table", help="only this table (needed when the connector routes dynamically)")
     p.add_argument("--by-table", action="store_true", help="each table's offsets, and where they were found")
+    p.add_argument("--set", action="append", metavar="TOPIC:PARTITION=OFFSET",
+                   help="set one partition's offset (null forgets it); repeatable")
+    p.add_argument("--reset", action="store_true", help="forget every offset (DELETE /connectors/{c}/offsets)")
+    rest_options(p)
     p.set_defaults(func=cmd_offsets)
-    p = sub.add_parser("status", help="offsets in the tables beside the group's, lag, last commit, freshness")
-    p.add_argument("connector", help="the connector's file")
+    p = sub.add_parser("status", help="offsets in the tables beside the group's, lag, last commit, freshness; "
+                       "with --url, the daemon's connectors, tasks and states")
+    p.add_argument("connector", nargs="?", help="the connector's file, or with --url its name (none: all)")
     p.add_argument("--worker", help="worker file: bootstrap.servers and client security")
     p.add_argument("--table", help="only this table (needed when the connector routes dynamically)")
+    rest_options(p)
     p.set_defaults(func=cmd_status)
     p = sub.add_parser("demo", help="bundled broker + sample clickstream + local warehouse, then query")
     p.add_argument("--records", type=int, default=20_000)

@@ -23,7 +23,7 @@ import structlog
 from tabletopic.buffer.partition_ledger import PartitionLedger
 from tabletopic.commit.events import TopicPartition
 from tabletopic.commit.java_sink import check_takeover, java_sink_commit
-from tabletopic.commit.source_offsets import offsets_key, read_offsets
+from tabletopic.commit.source_offsets import read_offsets, tables_recording
 from tabletopic.commit.table_commits import TableCommits
 from tabletopic.commit.table_committer import TableCommitter
 from tabletopic.commit.worker import WriteResult
@@ -88,6 +88,7 @@ class SinkTask:
                                  config.buffer_flush_bytes, config.case_insensitive, self.ledger, config.evolve_schema)
         self.failed = FailedRecords(config, metrics, clients)
         self.assigned: set[TopicPartition] = set()
+        self.active_topics: set[str] = set()  # topics records came from: Connect's GET /connectors/{c}/topics
         self._write_lock = asyncio.Lock()
         self._group_commit: GroupCommit | None = None
         self._group_offsets: GroupOffsets | None = None
@@ -111,6 +112,7 @@ class SinkTask:
         await self.failed.stop()
         self.table_commits.close()
         self.maintainer.close()
+        self.tables.close()
 
     def _read_recorded(self, table: str) -> dict[TopicPartition, int]:
         handle = self.tables.get(table)
@@ -124,6 +126,7 @@ class SinkTask:
         if tp not in self.assigned:
             return  # fetched before a revocation; the new owner reads it
         position = self.ledger.position(tp)
+        self.active_topics.add(raw.topic)
         self.metrics.records_consumed.labels(topic=raw.topic).inc(len(raw))
         self.metrics.bytes_consumed.labels(topic=raw.topic).inc(
             sum(len(v) for v in raw.values if v) + sum(len(k) for k in raw.keys if k))
@@ -400,26 +403,12 @@ class SinkTask:
 
     def _scan_catalog(self) -> set[str]:
         """Dynamic routing can have written any table: find those whose snapshots carry our offsets."""
-        found: set[str] = set()
-        key = offsets_key(self.config.group_id)
         try:
-            catalog = self.tables.listing_catalog()
-            stack = [self.tables.jvm.org.apache.iceberg.catalog.Namespace.empty()]
-            while stack:
-                namespace = stack.pop()
-                for child in catalog.listNamespaces(namespace):
-                    stack.append(child)
-                if namespace.isEmpty():
-                    continue
-                for ident in catalog.listTables(namespace):
-                    table = catalog.loadTable(ident)
-                    snapshot = table.currentSnapshot()
-                    if snapshot is not None and (snapshot.summary().containsKey(key)
-                                                 or read_offsets(table, None, self.config.group_id)):
-                        found.add(ident.toString())
+            return tables_recording(self.tables.listing_catalog(),
+                                    self.tables.jvm.org.apache.iceberg.catalog.Namespace.empty(), self.config.group_id)
         except Exception as exc:  # a catalog without namespace listing: only static and used tables count
             self.log.warning("could not list the catalog's tables", error=str(exc))
-        return found
+            return set()
 
     # -- readiness --------------------------------------------------------------------------------
     def ready(self) -> tuple[bool, str]:

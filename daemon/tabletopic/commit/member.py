@@ -133,15 +133,17 @@ class Member:
         """
         return max(self.worker.max_epoch, self.generation)
 
-    async def flush(self, reason: str, timeout_s: float) -> bool:
+    async def flush(self, reason: str, timeout_s: float, closing: bool = True) -> bool:
         """Hand everything buffered to the coordinator and wait until it has decided.
 
         A rejected answer held records someone else committed first, or that the next owner of
         their partitions reads again: nothing is lost either way. False only if no coordinator
-        answered in time; those records, too, are read again.
+        answered in time; those records, too, are read again. ``closing`` (shutdown) also ends the
+        coordinator's interval rounds; a pause keeps them, for the other members.
         """
         deadline = time.monotonic() + timeout_s
-        await self.coordinator.close()  # the round under way commits what has arrived
+        if closing:
+            await self.coordinator.close()  # the round under way commits what has arrived
         worker = self.worker
         for _ in range(4):
             if worker.in_flight is not None:

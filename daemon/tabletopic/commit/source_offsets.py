@@ -186,3 +186,22 @@ def read_offsets(table: Any, branch: str | None, group_id: str, max_walk: int = 
 def read_epoch(table: Any, branch: str | None, group_id: str, max_walk: int = 10_000) -> int:
     """The coordinator epoch that committed those offsets; -1 if none was recorded."""
     return read_recorded(table, branch, group_id, max_walk).epoch
+
+
+def tables_recording(catalog: Any, root: Any, group_id: str) -> set[str]:
+    """Every table of the Java ``catalog`` (walked from the ``root`` namespace) that records
+    ``group_id``'s offsets: what a dynamically routed connector may have written."""
+    found: set[str] = set()
+    key = offsets_key(group_id)
+    stack = [root]
+    while stack:
+        namespace = stack.pop()
+        stack.extend(catalog.listNamespaces(namespace))
+        if namespace.isEmpty():
+            continue
+        for ident in catalog.listTables(namespace):
+            table = catalog.loadTable(ident)
+            snapshot = table.currentSnapshot()
+            if snapshot is not None and (snapshot.summary().containsKey(key) or read_offsets(table, None, group_id)):
+                found.add(ident.toString())
+    return found

@@ -125,3 +125,24 @@ class TableCommitter:
             return CommitResult(handle.name, snapshot_id, merged, int(files.size()),
                                 int(writer.recordCount(files, False)), time.monotonic() - started, totals)
         raise CommitFailed(f"commit to table {handle.name} kept conflicting with concurrent commits")
+
+    def set_offsets(self, handle: TableHandle, offsets: dict[TopicPartition, int]) -> int:
+        """An offsets-only snapshot that records exactly ``offsets``: an operator's change, made while the
+        connector is stopped and its consumer group empty (Connect's ``PATCH``/``DELETE
+        /connectors/{c}/offsets``). Returns its id.
+
+        Offsets may go back, which no sink commit may do.  It records no coordinator epoch: the change
+        deletes the consumer group (see :mod:`tabletopic.connectors.offsets`), whose generations then start
+        again from the beginning, and a recorded epoch would fence every coordinator of the new group.
+        """
+        writer = self._jvm().tabletopic.SinkWriter
+        try:
+            table = handle.java
+            table.refresh()
+            base = int(writer.headSnapshotId(table, handle.branch))
+            summary = {offsets_key(self._group_id): encode(offsets), COMMIT_ID_KEY: str(uuid.uuid4()),
+                       CONNECTOR_KEY: self._connector}
+            props = {property_key(self._group_id, handle.branch): property_value(offsets, -1)}
+            return int(writer.commit(table, handle.branch, self._jvm().java.util.ArrayList(), summary, base, props))
+        except JAVA_ERRORS as exc:
+            raise CommitFailed(f"cannot set the offsets of table {handle.name}: {java_error_message(exc)}") from exc

@@ -87,15 +87,16 @@ def load_config_file(path: str | Path) -> dict[str, str]:
         if not isinstance(doc, dict):
             raise ConfigError([Problem(str(path), None, "must hold a JSON object")], "file")
         if isinstance(doc.get("config"), dict):
-            config = {str(k): _json_value(v) for k, v in doc["config"].items()}
+            config = {str(k): as_text(v) for k, v in doc["config"].items()}
             if "name" in doc:
                 config.setdefault("name", str(doc["name"]))
             return config
-        return {str(k): _json_value(v) for k, v in doc.items()}
+        return {str(k): as_text(v) for k, v in doc.items()}
     return parse_properties(text)
 
 
-def _json_value(value: object) -> str:
+def as_text(value: object) -> str:
+    """A JSON value as a configuration value: Connect's REST API takes numbers and booleans too."""
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)

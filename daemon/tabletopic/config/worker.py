@@ -130,6 +130,35 @@ WORKER_KEYS: dict[str, Key] = {k.name: k for k in (
     *_listener_keys("schema.registry.ssl.", "schema.registry.", "the built-in registry",
                     "the built-in registry needs HTTP Basic credentials (its converters in this daemon use the "
                     "first user of the file)"),
+    Key("group.id", KeyType.STRING, None,
+        "Distributed mode: the cluster. Workers with the same group.id share their connectors. Required by "
+        "tabletopic distributed."),
+    Key("config.storage.topic", KeyType.STRING, None,
+        "Distributed mode: the compacted topic holding connector configurations and target states. Required by "
+        "tabletopic distributed."),
+    Key("status.storage.topic", KeyType.STRING, None,
+        "Distributed mode: the compacted topic where each worker publishes its tasks' states. Required by "
+        "tabletopic distributed."),
+    Key("offset.storage.topic", KeyType.STRING, None,
+        "Accepted for compatibility and ignored: a sink's offsets live in its Iceberg tables."),
+    Key("config.storage.replication.factor", KeyType.INT, 3,
+        "Replication factor of the config topic when it is created (Connect's default; 1 for a one-broker "
+        "cluster).", minimum=1),
+    Key("status.storage.replication.factor", KeyType.INT, 3,
+        "Replication factor of the status topic when it is created.", minimum=1),
+    Key("rest.advertised.host.name", KeyType.STRING, None,
+        "The host this worker's REST API is reached at, and its worker_id; default: the listener's host, or "
+        "this machine's name when it listens on every address."),
+    Key("rest.advertised.port", KeyType.INT, None, "The port of that address; default: the listener's port.",
+        minimum=1),
+    Key("tabletopic.exit-on-connector-failure", KeyType.BOOLEAN, False,
+        "false: a failed connector is FAILED in its status (with the reason as its trace), /ready answers 503, "
+        "and the other connectors go on, as in Kafka Connect; POST /connectors/<name>/restart starts it again. "
+        "true: the daemon stops (exit 1, or 69/78 for what a restart may fix or not) so that systemd or "
+        "Kubernetes restarts it."),
+    Key("tabletopic.spark.lake-jars", KeyType.BOOLEAN, False,
+        "Load the S3, REST and Glue catalog jars when the JVM starts even if no connector it starts with needs "
+        "them, so that connectors created later over REST can use them (the JVM cannot load jars later)."),
     Key("spark.*", KeyType.PREFIX, None, "Passed to the SparkSession (spark.master, spark.driver.memory, ...)."),
     Key("consumer.*", KeyType.PREFIX, None,
         "Other Kafka consumer properties for every connector; consumer.security.*, consumer.ssl.* and "
@@ -163,6 +192,15 @@ class WorkerConfig:
     scrubber: Scrubber
     rest_security: ListenerSecurity
     registry_security: ListenerSecurity
+    exit_on_connector_failure: bool = False
+    lake_jars: bool = False
+    group_id: str | None = None
+    config_topic: str | None = None
+    status_topic: str | None = None
+    config_replication: int = 3
+    status_replication: int = 3
+    advertised_host: str | None = None
+    advertised_port: int | None = None
     warnings: tuple[str, ...] = ()
 
 
@@ -195,7 +233,7 @@ def parse_worker(props: Mapping[str, Any]) -> WorkerConfig:
             out.problems.append(Problem(listeners, None, str(exc)))
             securities[name] = ListenerSecurity()
     for key in props:
-        if key.startswith(("iceberg.", "tabletopic.")):
+        if key.startswith(("iceberg.", "tabletopic.")) and key not in WORKER_KEYS:
             out.warnings.append(f"{key!r} belongs in the connector configuration; ignored in the worker file")
     if out.problems:
         raise ConfigError(out.problems, "worker configuration")
@@ -224,6 +262,27 @@ def parse_worker(props: Mapping[str, Any]) -> WorkerConfig:
         scrubber=scrubber,
         rest_security=securities["rest"],
         registry_security=securities["registry"],
+        exit_on_connector_failure=v["tabletopic.exit-on-connector-failure"],
+        lake_jars=v["tabletopic.spark.lake-jars"],
+        group_id=v["group.id"],
+        config_topic=v["config.storage.topic"],
+        status_topic=v["status.storage.topic"],
+        config_replication=v["config.storage.replication.factor"],
+        status_replication=v["status.storage.replication.factor"],
+        advertised_host=v["rest.advertised.host.name"],
+        advertised_port=v["rest.advertised.port"],
         warnings=tuple(out.warnings),
     )
 
+
+
+def distributed_problems(worker: WorkerConfig) -> list[Problem]:
+    """What ``tabletopic distributed`` needs beyond a standalone worker file, as Connect's distributed mode."""
+    problems = []
+    for key, value in (("group.id", worker.group_id), ("config.storage.topic", worker.config_topic),
+                       ("status.storage.topic", worker.status_topic)):
+        if not value:
+            problems.append(Problem(key, None, "is required in distributed mode"))
+    if worker.config_topic and worker.config_topic == worker.status_topic:
+        problems.append(Problem("status.storage.topic", worker.status_topic, "must differ from config.storage.topic"))
+    return problems

@@ -44,6 +44,9 @@ class FaustConsumer:
         self.fatal: BaseException | None = None
         self.failed = asyncio.Event()
         self._draining = False
+        self._running = asyncio.Event()  # cleared while the connector is paused: fetches wait in the channel
+        self._running.set()
+        self._taking = asyncio.Lock()  # held while a fetch is being ingested
         self._tasks: list[asyncio.Task[None]] = []
         self._taken_generation: dict[TP, int] = {}  # per partition, the seek generation of the last batch taken
         session_s = worker.session_timeout_ms / 1000
@@ -94,9 +97,29 @@ class FaustConsumer:
     async def drain(self) -> None:
         """Stop handing records to the sink (the final barrier follows)."""
         self._draining = True
+        self._running.set()  # a paused agent wakes up, to skip what is left
+
+    async def hold(self) -> None:
+        """Pause: take no more fetches, once the one being ingested is done.
+
+        The member stays in its group (its heartbeats go on), the channel fills and Faust's fetch
+        loop waits on it: nothing is read, and nothing fetched is lost.
+        """
+        self._running.clear()
+        async with self._taking:
+            pass
+
+    def release(self) -> None:
+        """Resume after :meth:`hold`."""
+        self._running.set()
+
+    @property
+    def held(self) -> bool:
+        return not self._running.is_set()
 
     async def stop(self) -> None:
         self._draining = True
+        self._running.set()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -106,26 +129,31 @@ class FaustConsumer:
     async def _consume(self, stream: faust.StreamT) -> None:
         async for fetch in stream:
             generations, batches = fetch
+            await self._running.wait()
             if self._draining or self.fatal is not None:
                 continue
-            try:
-                for tp, messages in batches.items():
-                    # Judged one at a time, just before it is ingested: ingesting the one before may
-                    # have waited, and a rebalance or a rejected answer moved the position meanwhile.
-                    raw = self._take(tp, messages, generations.get(tp, STALE))
-                    if raw is not None:
-                        await self.task.ingest(raw)
-                # Over the bound, the agent waits for a commit to drain the buffers. Meanwhile nothing
-                # takes fetches: the channel fills, Faust's fetch loop waits, and reading stops without
-                # leaving the group. (Pausing the partitions instead made Faust drop fetched records
-                # and re-read them, and stalled in bench/memory_bound.py.)
-                while self.task.over_memory and not self._draining:
-                    await self.member.relieve()
-            except RecordFailed as exc:
-                self._fail(exc)
-            except Exception as exc:  # any other fault stops the connector rather than skipping records
-                self.log.exception("sink failed while ingesting records")
-                self._fail(exc)
+            async with self._taking:
+                await self._ingest(generations, batches)
+
+    async def _ingest(self, generations: dict[TP, int], batches: dict[TP, list[Message]]) -> None:
+        try:
+            for tp, messages in batches.items():
+                # Judged one at a time, just before it is ingested: ingesting the one before may
+                # have waited, and a rebalance or a rejected answer moved the position meanwhile.
+                raw = self._take(tp, messages, generations.get(tp, STALE))
+                if raw is not None:
+                    await self.task.ingest(raw)
+            # Over the bound, the agent waits for a commit to drain the buffers. Meanwhile nothing
+            # takes fetches: the channel fills, Faust's fetch loop waits, and reading stops without
+            # leaving the group. (Pausing the partitions instead made Faust drop fetched records
+            # and re-read them, and stalled in bench/memory_bound.py.)
+            while self.task.over_memory and not self._draining:
+                await self.member.relieve()
+        except RecordFailed as exc:
+            self._fail(exc)
+        except Exception as exc:  # any other fault stops the connector rather than skipping records
+            self.log.exception("sink failed while ingesting records")
+            self._fail(exc)
 
     def _fail(self, exc: BaseException) -> None:
         self.fatal = exc

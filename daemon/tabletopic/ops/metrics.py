@@ -158,6 +158,33 @@ class _JvmMemoryCollector(Collector):
         yield family
 
 
+CONNECTOR_STATES = ("UNASSIGNED", "RUNNING", "PAUSED", "STOPPED", "FAILED", "RESTARTING")
+
+
+class _ConnectorStates(Collector):
+    """Each connector's state on this worker and its readiness, read at scrape time from the herder."""
+
+    def __init__(self, states: Callable[[], dict[str, tuple[str, bool]]]) -> None:
+        self._states = states
+
+    def collect(self) -> Iterator[Metric]:
+        state = GaugeMetricFamily("tabletopic_connector_state",
+                                  "1 for the connector's state on this worker (Kafka Connect's task states), 0 for "
+                                  "the others", labels=["connector", "state"])
+        ready = GaugeMetricFamily("tabletopic_connector_ready", "1 while the connector is ready, as /ready says",
+                                  labels=["connector"])
+        for name, (current, ok) in sorted(self._states().items()):
+            for known in CONNECTOR_STATES:
+                state.add_metric([name, known], 1.0 if known == current else 0.0)
+            ready.add_metric([name], 1.0 if ok else 0.0)
+        yield state
+        yield ready
+
+
+def connector_states(states: Callable[[], dict[str, tuple[str, bool]]]) -> Collector:
+    return _ConnectorStates(states)
+
+
 def new_registry(jvm: Callable[[], object | None]) -> CollectorRegistry:
     """A daemon's registry: process metrics (RSS, CPU, fds) and the JVM heap, plus each connector's."""
     registry = CollectorRegistry(auto_describe=True)

@@ -110,6 +110,10 @@ class IcebergTables:
         self._listing: Any = None
         spark.register_catalog(config.catalog_name, config.catalog_props)
 
+    def close(self) -> None:
+        """This connector no longer uses its catalog name (a reconfiguration may change its properties)."""
+        self._spark.release_catalog(self._config.catalog_name)
+
     @property
     def jvm(self) -> Any:
         return self._spark.jvm

@@ -9,6 +9,7 @@ catalog registered after start-up is picked up on first use.
 from __future__ import annotations
 
 import os
+import subprocess
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
@@ -22,6 +23,7 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from tabletopic.ops.logging_setup import relay_lines
 from tabletopic.write.jvm_classpath import JvmClasspath, build_classpath
 
 log = structlog.get_logger(__name__)
@@ -45,6 +47,8 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     # instead of queueing behind a whole rewrite.
     "spark.scheduler.mode": "FAIR",
 }
+# Creating a table in a hadoop catalog logs a missing version hint, with its stack trace.
+_QUIET_JVM_LOGGERS = ("org.apache.iceberg.hadoop.HadoopTableOperations",)
 # In local mode nothing needs to reach the driver from another host, so it binds to loopback.
 LOCAL_MODE_CONF: dict[str, str] = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 
@@ -65,6 +69,7 @@ class SparkRuntime:
         self._session: SparkSession | None = None
         self._lock = threading.Lock()
         self._catalogs: dict[str, dict[str, str]] = {}
+        self._catalog_users: dict[str, int] = {}  # connectors using each name: its properties change only at 0
 
     @property
     def session(self) -> SparkSession:
@@ -76,6 +81,25 @@ class SparkRuntime:
     @property
     def jvm(self) -> Any:
         return self.session.sparkContext._jvm
+
+    @property
+    def lake(self) -> bool:
+        return self._lake
+
+    @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    def require(self, lake: bool, extra_jars: Sequence[Path] = ()) -> str | None:
+        """Ask for jars before the JVM starts. Once it runs it cannot take more: what it lacks, or None."""
+        with self._lock:
+            missing = [str(p) for p in extra_jars if str(p) not in self._extra_jars]
+            if self._session is None:
+                self._lake |= lake
+                self._extra_jars += missing
+                return None
+            lacking = ["the S3, REST and Glue jars"] if lake and not self._lake else []
+            return ", ".join(lacking + missing) or None
 
     def jvm_exit(self) -> int | None:
         """The driver JVM's exit code once it has died (the OOM killer, say); None while it runs or before it starts."""
@@ -101,31 +125,55 @@ class SparkRuntime:
             # The driver JVM gets a session of its own: a SIGTERM or Ctrl-C sent to our process group
             # must reach us first, so the final commit can still use the JVM. It exits when we do,
             # because pyspark's gateway server watches its stdin.
-            gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})
+            # Its output (log4j text) is piped into our log, so that every line has the daemon's format.
+            gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True, "stdout": subprocess.PIPE,
+                                                               "stderr": subprocess.STDOUT})
+            relay_lines(gateway.proc.stdout, "spark")
             SparkContext(conf=spark_conf, gateway=gateway)
         builder = SparkSession.builder
         for key, value in conf.items():
             builder = builder.config(key, value)
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel(conf.get("spark.log.level", "WARN"))
+        configurator = session.sparkContext._jvm.org.apache.logging.log4j.core.config.Configurator
+        for name in _QUIET_JVM_LOGGERS:  # warnings with a stack trace about nothing wrong
+            configurator.setLevel(name, session.sparkContext._jvm.org.apache.logging.log4j.Level.ERROR)
         log.info("spark session started", master=conf["spark.master"], version=session.version)
         return session
 
     def register_catalog(self, name: str, properties: Mapping[str, str]) -> None:
-        """Register an Iceberg catalog named ``name``; the same name may not differ in properties."""
+        """Register an Iceberg catalog named ``name`` for one more user (see :meth:`release_catalog`).
+
+        Connectors in use that share a name must share its properties; once none uses it, a
+        reconfigured connector may give it new ones.
+        """
         props = dict(properties)
         with self._lock:
             known = self._catalogs.get(name)
-            if known is not None and known != props:
+            users = self._catalog_users.get(name, 0)
+            if known is not None and known != props and users > 0:
                 raise ValueError(
                     f"iceberg.catalog={name!r} is already registered with other iceberg.catalog.* properties; "
                     "connectors in one process that share a catalog name must share its properties"
                 )
+            stale = known is not None and known != props
             self._catalogs[name] = props
+            self._catalog_users[name] = users + 1
         session = self.session
+        if stale:
+            for key in list(known or {}):
+                session.conf.unset(f"spark.sql.catalog.{name}.{key}")
         session.conf.set(f"spark.sql.catalog.{name}", "org.apache.iceberg.spark.SparkCatalog")
         for key, value in props.items():
             session.conf.set(f"spark.sql.catalog.{name}.{key}", value)
+        if stale:
+            # Spark keeps each catalog it loaded; forget them all so this one is built from the new
+            # properties (the others are built again from theirs on next use).
+            session._jsparkSession.sessionState().catalogManager().reset()
+
+    def release_catalog(self, name: str) -> None:
+        with self._lock:
+            self._catalog_users[name] = max(0, self._catalog_users.get(name, 0) - 1)
 
     def activate(self) -> SparkSession:
         """Make our session the active one for the calling thread's JVM twin.

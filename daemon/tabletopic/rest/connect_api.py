@@ -1,0 +1,286 @@
+"""Kafka Connect's REST API (``connect/runtime`` ``rest/resources``): paths, bodies and status codes.
+
+Every route asks the herder and shapes its answer with :mod:`tabletopic.rest.entities`.
+A refusal is a :class:`~tabletopic.connectors.herder.HerderError` and answers Connect's
+``{"error_code": ..., "message": ...}`` with its status.  One task per daemon: a
+connector's tasks are the workers that run it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from importlib.metadata import entry_points
+from typing import Any
+
+from aiohttp import web
+
+from tabletopic import __version__
+from tabletopic.config.connector import CONNECTOR_CLASSES, CONNECTOR_KEYS, CONVERTER_GROUP, TRANSFORM_GROUP
+from tabletopic.config.files import as_text
+from tabletopic.config.secrets import redact
+from tabletopic.connectors.config_store import TargetState
+from tabletopic.connectors.herder import BadRequest, Herder, HerderError, NotFound
+from tabletopic.rest import entities
+from tabletopic.rest.loggers import LoggerLevels
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _json(body: Any, status: int = 200) -> web.Response:
+    return web.json_response(body, status=status, dumps=lambda v: json.dumps(v, separators=(",", ":")))
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "false").strip().lower() == "true"
+
+
+async def _body(request: web.Request) -> Any:
+    try:
+        return await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"Request body is not valid JSON: {exc}") from exc
+
+
+class ConnectApi:
+    def __init__(self, herder: Herder, kafka_cluster_id: Callable[[], str | None] = lambda: None) -> None:
+        self._herder = herder
+        self._cluster_id = kafka_cluster_id
+        self.loggers = LoggerLevels()
+
+    def add_routes(self, app: web.Application) -> None:
+        app.middlewares.append(self._errors)
+        r = app.router
+        r.add_get("/", self.root)
+        r.add_get("/connectors", self.list_connectors)
+        r.add_post("/connectors", self.create)
+        r.add_get("/connectors/{c}", self.info)
+        r.add_delete("/connectors/{c}", self.delete)
+        r.add_get("/connectors/{c}/config", self.config)
+        r.add_put("/connectors/{c}/config", self.put_config)
+        r.add_patch("/connectors/{c}/config", self.patch_config)
+        r.add_get("/connectors/{c}/status", self.status)
+        r.add_put("/connectors/{c}/pause", self.pause)
+        r.add_put("/connectors/{c}/resume", self.resume)
+        r.add_put("/connectors/{c}/stop", self.stop)
+        r.add_post("/connectors/{c}/restart", self.restart)
+        r.add_get("/connectors/{c}/tasks", self.tasks)
+        r.add_get("/connectors/{c}/tasks/{t}/status", self.task_status)
+        r.add_post("/connectors/{c}/tasks/{t}/restart", self.restart_task)
+        r.add_get("/connectors/{c}/topics", self.topics)
+        r.add_put("/connectors/{c}/topics/reset", self.reset_topics)
+        r.add_get("/connectors/{c}/offsets", self.offsets)
+        r.add_patch("/connectors/{c}/offsets", self.alter_offsets)
+        r.add_delete("/connectors/{c}/offsets", self.reset_offsets)
+        r.add_get("/connector-plugins", self.plugins)
+        r.add_get("/connector-plugins/{p}/config", self.plugin_config)
+        r.add_put("/connector-plugins/{p}/config/validate", self.validate)
+        r.add_get("/admin/loggers", self.list_loggers)
+        r.add_get("/admin/loggers/{l}", self.get_logger)
+        r.add_put("/admin/loggers/{l}", self.set_logger)
+
+    @web.middleware
+    async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except HerderError as exc:
+            return _json(entities.error(exc.status, str(exc)), exc.status)
+        except web.HTTPException as exc:
+            if exc.status < 400 or exc.content_type == "application/json":
+                raise
+            # aiohttp's own 404 and 405, in Connect's error shape.
+            return _json(entities.error(exc.status, exc.reason), exc.status)
+
+    # -- server ---------------------------------------------------------------------------------------
+    async def root(self, _: web.Request) -> web.Response:
+        return _json({"version": __version__, "commit": "", "kafka_cluster_id": self._cluster_id() or ""})
+
+    # -- connectors -----------------------------------------------------------------------------------
+    def _info(self, name: str) -> dict[str, Any]:
+        spec = self._herder.spec(name)
+        return entities.connector_info(name, spec.config, len(self._herder.tasks(name)))
+
+    def _status(self, name: str) -> dict[str, Any]:
+        state, trace = self._herder.connector_state(name)
+        tasks = self._herder.tasks(name)
+        worker = tasks[0].worker_id if tasks else self._herder.worker_id
+        return entities.connector_state_info(name, state, worker, trace, tasks)
+
+    async def list_connectors(self, request: web.Request) -> web.Response:
+        names = sorted(self._herder.store.connectors())
+        expand = [e for value in request.query.getall("expand", []) for e in value.split(",")]
+        if not expand:
+            return _json(names)
+        out: dict[str, dict[str, Any]] = {}
+        for name in names:
+            try:
+                out[name] = {**({"status": self._status(name)} if "status" in expand else {}),
+                             **({"info": self._info(name)} if "info" in expand else {})}
+            except NotFound:  # deleted while this was answered
+                continue
+        return _json(out)
+
+    async def create(self, request: web.Request) -> web.Response:
+        body = await _body(request)
+        if not isinstance(body, dict) or not isinstance(body.get("config"), dict):
+            raise BadRequest("Request body must be an object with a 'config' object (and a 'name')")
+        name = str(body.get("name") or body["config"].get("name") or "").strip()
+        initial = body.get("initial_state")
+        try:
+            target = TargetState(str(initial).upper()) if initial is not None else None
+        except ValueError as exc:
+            raise BadRequest(f"initial_state must be one of RUNNING, PAUSED or STOPPED, not {initial!r}") from exc
+        await self._herder.create(name, body["config"], target)
+        return _json(self._info(name), 201)
+
+    async def info(self, request: web.Request) -> web.Response:
+        return _json(self._info(request.match_info["c"]))
+
+    async def delete(self, request: web.Request) -> web.Response:
+        await self._herder.delete(request.match_info["c"])
+        return web.Response(status=204)
+
+    async def config(self, request: web.Request) -> web.Response:
+        return _json(redact(self._herder.spec(request.match_info["c"]).config))
+
+    async def put_config(self, request: web.Request) -> web.Response:
+        body = await _body(request)
+        if not isinstance(body, dict):
+            raise BadRequest("Request body must be a JSON object of configuration keys")
+        name = request.match_info["c"]
+        _, created = await self._herder.put_config(name, body)
+        return _json(self._info(name), 201 if created else 200)
+
+    async def patch_config(self, request: web.Request) -> web.Response:
+        body = await _body(request)
+        if not isinstance(body, dict):
+            raise BadRequest("Request body must be a JSON object of configuration keys")
+        name = request.match_info["c"]
+        await self._herder.patch_config(name, body)
+        return _json(self._info(name))
+
+    async def status(self, request: web.Request) -> web.Response:
+        return _json(self._status(request.match_info["c"]))
+
+    async def pause(self, request: web.Request) -> web.Response:
+        await self._herder.set_target(request.match_info["c"], TargetState.PAUSED)
+        return web.Response(status=202)
+
+    async def resume(self, request: web.Request) -> web.Response:
+        await self._herder.set_target(request.match_info["c"], TargetState.RUNNING)
+        return web.Response(status=202)
+
+    async def stop(self, request: web.Request) -> web.Response:
+        await self._herder.set_target(request.match_info["c"], TargetState.STOPPED)
+        return web.Response(status=204)
+
+    async def restart(self, request: web.Request) -> web.Response:
+        name = request.match_info["c"]
+        include_tasks, only_failed = _flag(request, "includeTasks"), _flag(request, "onlyFailed")
+        status = self._status(name)
+        await self._herder.restart(name, include_tasks, only_failed)
+        if not include_tasks and not only_failed:
+            return web.Response(status=204)  # Connect's answer to a plain restart: no body
+        for task in status["tasks"]:
+            if not only_failed or task["state"] == "FAILED":
+                task["state"] = "RESTARTING"
+                task.pop("trace", None)
+        return _json(status, 202)
+
+    # -- tasks ----------------------------------------------------------------------------------------
+    def _task(self, request: web.Request) -> int:
+        name, text = request.match_info["c"], request.match_info["t"]
+        self._herder.spec(name)
+        if not text.lstrip("-").isdigit() or not 0 <= int(text) < len(self._herder.tasks(name)):
+            raise NotFound(f"Task {name}-{text} not found")
+        return int(text)
+
+    async def tasks(self, request: web.Request) -> web.Response:
+        name = request.match_info["c"]
+        spec = self._herder.spec(name)
+        return _json([entities.task_info(name, i, spec.config) for i in range(len(self._herder.tasks(name)))])
+
+    async def task_status(self, request: web.Request) -> web.Response:
+        task = self._task(request)
+        return _json(entities.task_state(task, self._herder.tasks(request.match_info["c"])[task]))
+
+    async def restart_task(self, request: web.Request) -> web.Response:
+        await self._herder.restart_task(request.match_info["c"], self._task(request))
+        return web.Response(status=204)
+
+    # -- topics ---------------------------------------------------------------------------------------
+    async def topics(self, request: web.Request) -> web.Response:
+        name = request.match_info["c"]
+        return _json(entities.active_topics(name, self._herder.topics(name)))
+
+    async def reset_topics(self, request: web.Request) -> web.Response:
+        await self._herder.reset_topics(request.match_info["c"])
+        return web.Response(status=202)
+
+    # -- offsets --------------------------------------------------------------------------------------
+    async def offsets(self, request: web.Request) -> web.Response:
+        return _json(entities.connector_offsets(await self._herder.offsets(request.match_info["c"])))
+
+    async def alter_offsets(self, request: web.Request) -> web.Response:
+        name = request.match_info["c"]
+        self._herder.spec(name)
+        await self._herder.change_offsets(name, entities.parse_offsets(await _body(request)))
+        return _json({"message": "The offsets for this connector have been altered successfully"})
+
+    async def reset_offsets(self, request: web.Request) -> web.Response:
+        await self._herder.change_offsets(request.match_info["c"], None)
+        return _json({"message": "The offsets for this connector have been reset successfully"})
+
+    # -- plugins --------------------------------------------------------------------------------------
+    async def plugins(self, request: web.Request) -> web.Response:
+        out = [entities.plugin_info(c, "sink", __version__) for c in CONNECTOR_CLASSES]
+        if request.query.get("connectorsOnly", "true").lower() == "false":
+            for group, kind in ((CONVERTER_GROUP, "converter"), (TRANSFORM_GROUP, "transformation")):
+                for ep in sorted(entry_points(group=group), key=lambda e: e.name):
+                    out.append(entities.plugin_info(ep.name, kind, ep.dist.version if ep.dist else None))
+        return _json(out)
+
+    def _plugin(self, request: web.Request) -> str:
+        plugin = request.match_info["p"]
+        for name in CONNECTOR_CLASSES:
+            if plugin in (name, name.rsplit(".", 1)[-1], name.rsplit(".", 1)[-1].removesuffix("Connector")):
+                return name
+        raise NotFound(f"Unknown plugin {plugin}.")
+
+    async def plugin_config(self, request: web.Request) -> web.Response:
+        self._plugin(request)
+        keys = [k for k in CONNECTOR_KEYS.values() if k.type.value != "prefix"]
+        return _json([entities.config_key_info(k, i) for i, k in enumerate(keys)])
+
+    async def validate(self, request: web.Request) -> web.Response:
+        plugin = self._plugin(request)
+        body = await _body(request)
+        if not isinstance(body, dict):
+            raise BadRequest("Request body must be a JSON object of configuration keys")
+        config = {str(k): as_text(v) for k, v in body.items() if v is not None}
+        if config.get("connector.class", plugin) not in CONNECTOR_CLASSES:
+            raise BadRequest(f"Included connector type {config['connector.class']} does not match request type "
+                             f"{plugin}")
+        config.setdefault("connector.class", plugin)
+        return _json(entities.config_infos(plugin, CONNECTOR_KEYS, config, self._herder.problems_of(config)))
+
+    # -- loggers --------------------------------------------------------------------------------------
+    async def list_loggers(self, _: web.Request) -> web.Response:
+        return _json(self.loggers.all())
+
+    async def get_logger(self, request: web.Request) -> web.Response:
+        name = request.match_info["l"]
+        info = self.loggers.get(name)
+        if info is None:
+            raise NotFound(f"Logger {name} not found.")
+        return _json(info)
+
+    async def set_logger(self, request: web.Request) -> web.Response:
+        body = await _body(request)
+        level = body.get("level") if isinstance(body, dict) else None
+        if not isinstance(level, str):
+            raise BadRequest("Desired 'level' parameter was not specified in request.")
+        changed = self.loggers.set(request.match_info["l"], level)
+        if changed is None:
+            raise NotFound(f"invalid log level '{level}'.")
+        return _json(changed)
