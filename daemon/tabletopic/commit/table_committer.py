@@ -98,11 +98,9 @@ class TableCommitter:
                 detail = ", ".join(f"{t}[{p}] expected {e} found {f}" for (t, p), (e, f) in sorted(moved.items()))
                 raise CommitFenced(f"table {handle.name} moved on since this sink read it ({detail}); "
                                    "another writer owns these partitions now")
-            behind = {tp: (pos, current[tp]) for tp, pos in positions.items() if tp in current and pos < current[tp]}
-            if behind:
-                detail = ", ".join(f"{t}[{p}] {pos} < {cur}" for (t, p), (pos, cur) in sorted(behind.items()))
-                raise CommitFenced(f"table {handle.name}: offsets would go back ({detail}); refusing a stale batch")
-            merged = {**current, **positions}
+            # A position below what the table records comes with no row of that partition for it (the
+            # rows were cut at the table's floor): the table keeps its offset, which never goes back.
+            merged = {**current, **{tp: pos for tp, pos in positions.items() if pos >= current.get(tp, pos)}}
             summary = {offsets_key(self._group_id): encode(merged), COMMIT_ID_KEY: commit_id,
                        CONNECTOR_KEY: self._connector}
             if epoch >= 0:

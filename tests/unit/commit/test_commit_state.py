@@ -50,7 +50,26 @@ def test_an_answer_the_tables_already_hold_is_rejected() -> None:
     # Its verdict was lost and it was sent again after the commit: the tables say it is in.
     again = answer("a1", "r2", [TP0], {TP0: (0, 10)}, {"db.t": {}}, {"db.t": files("/wh/1")})
     result = judge([again], {"db.t": {TP0: 10}})
-    assert "already hold" in result.rejected["a1"]
+    assert "records 10 for t[0], the rows were cut at None" in result.rejected["a1"]
+
+
+def test_a_range_read_again_below_what_the_table_holds_is_accepted_and_moves_nothing_back() -> None:
+    # A worker sought back to a stale group offset (5) and read up to 10, which the table holds: its
+    # rows were cut at the table's floor (10), so none is in the answer. Refusing it made the worker
+    # read 5..10 again for ever once no record followed (the chaos test caught it).
+    again = answer("a1", "r2", [TP0], {TP0: (5, 10)}, {"db.t": {TP0: 10}}, {})
+    result = judge([again], {"db.t": {TP0: 10}})
+    assert [a.answer_id for a in result.accepted] == ["a1"] and result.tables() == {}
+
+
+def test_a_table_that_lags_behind_another_gets_its_rows_below_the_others_offset() -> None:
+    # db.a holds t[0] up to 10, db.b only up to 5 (its commit failed once): the rows 5..10 read again
+    # are db.b's, cut at its floor, and must be accepted even though db.a already holds that range.
+    catch_up = answer("a1", "r2", [TP0], {TP0: (5, 10)}, {"db.a": {TP0: 10}, "db.b": {TP0: 5}},
+                      {"db.b": files("/wh/b", records=5)})
+    result = judge([catch_up], {"db.a": {TP0: 10}, "db.b": {TP0: 5}})
+    assert [a.answer_id for a in result.accepted] == ["a1"]
+    assert result.positions() == {TP0: 10} and list(result.tables()) == ["db.b"]
 
 
 def test_a_gap_after_what_the_tables_record_is_rejected() -> None:
