@@ -84,7 +84,7 @@ class SinkTask:
                                      lambda: {*self.tables.known(), *(config.tables or [])},
                                      enabled=config.maintenance.enabled_for(keyed))
         self.ledger = PartitionLedger(self._read_recorded)
-        self.writer = SinkWriter(self.tables, FileWriter(spark, config.write_props), metrics,
+        self.writer = SinkWriter(self.tables, FileWriter(spark, config.write_props, metrics), metrics,
                                  config.buffer_flush_bytes, config.case_insensitive, self.ledger, config.evolve_schema)
         self.failed = FailedRecords(config, metrics, clients)
         self.assigned: set[TopicPartition] = set()
@@ -131,7 +131,8 @@ class SinkTask:
         self.metrics.bytes_consumed.labels(topic=raw.topic).inc(
             sum(len(v) for v in raw.values if v) + sum(len(k) for k in raw.keys if k))
         try:
-            failures, staged = self._stage(raw)
+            with self.metrics.timed("convert"):
+                failures, staged = self._stage(raw)
         except SystemUnavailable as exc:
             # Not the records' fault: nothing is dead-lettered, the position stays, and the partition
             # is read again from the first record not taken.
@@ -151,9 +152,10 @@ class SinkTask:
         if failures:
             bad = np.asarray(sorted({f.index for f in failures}), dtype=np.int64)
             staged = {t: [p.take(~np.isin(p.rows, bad)) for p in parts] for t, parts in staged.items()}
-        for table, parts in staged.items():
-            self.writer.buffer(table, [p for p in parts if len(p)])
-        self.ledger.accept(tp, int(raw.offsets[0]), raw.next_offset)
+        with self.metrics.timed("buffer"):
+            for table, parts in staged.items():
+                self.writer.buffer(table, [p for p in parts if len(p)])
+            self.ledger.accept(tp, int(raw.offsets[0]), raw.next_offset)
         self.metrics.buffered_records.set(self.writer.buffered_records)
         self.metrics.buffered_bytes.set(self.writer.buffered_bytes)
         self.writer.maybe_flush()

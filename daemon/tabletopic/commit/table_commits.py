@@ -151,6 +151,11 @@ class TableCommits:
 
     def _commit_sync(self, table: str, files: TableFiles | None, positions: dict[TopicPartition, int],
                      expected: dict[TopicPartition, int], epoch: int) -> CommitResult:
+        with self._metrics.timed("commit"):
+            return self._commit_table_now(table, files, positions, expected, epoch)
+
+    def _commit_table_now(self, table: str, files: TableFiles | None, positions: dict[TopicPartition, int],
+                          expected: dict[TopicPartition, int], epoch: int) -> CommitResult:
         try:
             handle = self._tables.get(table)
             java_files: Any = None

@@ -15,7 +15,7 @@ from typing import Any
 import faust
 import structlog
 from aiokafka import TopicPartition as KafkaTP
-from faust.types import TP, Message
+from faust.types import TP
 
 from tabletopic.commit.member import Member
 from tabletopic.config.connector import ConnectorConfig
@@ -83,6 +83,7 @@ class FaustConsumer:
         self.app.topics.add(self.topic)
         self.batches = self.app.channel(maxsize=4)
         self.app.deliver_batch = self.batches.put
+        self.app.on_drained = lambda wall, cpu: task.metrics.add_stage("fetch", wall, cpu)
         self.app.agent(self.batches, name=f"tabletopic-{config.name}")(self._consume)
         self.app.on_partitions_assigned.connect(self._on_assigned)
         self.app.on_partitions_revoked.connect(self._on_revoked)
@@ -135,12 +136,13 @@ class FaustConsumer:
             async with self._taking:
                 await self._ingest(generations, batches)
 
-    async def _ingest(self, generations: dict[TP, int], batches: dict[TP, list[Message]]) -> None:
+    async def _ingest(self, generations: dict[TP, int], batches: dict[TP, list[Any]]) -> None:
         try:
             for tp, messages in batches.items():
                 # Judged one at a time, just before it is ingested: ingesting the one before may
                 # have waited, and a rebalance or a rejected answer moved the position meanwhile.
-                raw = self._take(tp, messages, generations.get(tp, STALE))
+                with self.task.metrics.timed("take"):
+                    raw = self._take(tp, messages, generations.get(tp, STALE))
                 if raw is not None:
                     await self.task.ingest(raw)
             # Over the bound, the agent waits for a commit to drain the buffers. Meanwhile nothing
@@ -159,8 +161,11 @@ class FaustConsumer:
         self.fatal = exc
         self.failed.set()
 
-    def _take(self, tp: TP, messages: list[Message], generation: int) -> RawRecords | None:
-        """A partition's fetched records, if they continue it where the sink stands (see continuity.py)."""
+    def _take(self, tp: TP, messages: list[Any], generation: int) -> RawRecords | None:
+        """A partition's fetched records, if they continue it where the sink stands (see continuity.py).
+
+        ``messages`` are aiokafka's record objects (see batch_fetch.py): timestamps in milliseconds.
+        """
         position = self.task.ledger.position((tp.topic, tp.partition))
         if position is not None and messages[0].offset < position:
             # The tables already have these, or they were taken before a seek to here.
@@ -184,10 +189,10 @@ class FaustConsumer:
         return RawRecords(
             tp.topic, tp.partition,
             [m.offset for m in messages],
-            [int(m.timestamp * 1000) for m in messages],
+            [m.timestamp for m in messages],
             [m.key for m in messages],
             [m.value for m in messages],
-            [list(m.headers or ()) for m in messages],
+            [m.headers for m in messages],
         )
 
     # -- rebalances -------------------------------------------------------------------------------

@@ -35,6 +35,12 @@ class _Families:
             return Histogram(name, doc, ["connector", *labels], registry=registry, buckets=_COMMIT_BUCKETS)
 
         self.records_consumed = counter("tabletopic_records_consumed", "Records consumed", ["topic"])
+        self.stage_seconds = counter("tabletopic_stage_seconds",
+                                     "Wall seconds spent in each stage of the data path (fetch, take, convert, "
+                                     "buffer, handoff, write, commit)", ["stage"])
+        self.stage_cpu_seconds = counter("tabletopic_stage_cpu_seconds",
+                                         "CPU seconds of the Python thread running each stage (the JVM's own CPU "
+                                         "is not in it)", ["stage"])
         self.bytes_consumed = counter("tabletopic_consumed_bytes", "Key and value bytes consumed", ["topic"])
         self.records_written = counter("tabletopic_records_written", "Records committed to a table", ["table"])
         self.commits = counter("tabletopic_commits", "Snapshots committed", ["table"])
@@ -105,6 +111,19 @@ class SinkMetrics:
         for name, metric in vars(families).items():
             if isinstance(metric, (Counter, Gauge, Histogram)):
                 setattr(self, name, _Bound(metric, c))
+
+    @contextlib.contextmanager
+    def timed(self, stage: str) -> Iterator[None]:
+        """Count the wall and thread CPU seconds of a synchronous stretch of one stage."""
+        wall, cpu = time.perf_counter(), time.thread_time()
+        try:
+            yield
+        finally:
+            self.add_stage(stage, time.perf_counter() - wall, time.thread_time() - cpu)
+
+    def add_stage(self, stage: str, wall_s: float, cpu_s: float) -> None:
+        self.stage_seconds.labels(stage=stage).inc(wall_s)
+        self.stage_cpu_seconds.labels(stage=stage).inc(cpu_s)
 
     def note_committed_timestamp(self, table: str, newest_ms: int) -> None:
         key = (self.connector, table)

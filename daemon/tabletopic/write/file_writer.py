@@ -7,12 +7,16 @@ committed here: the returned files wait for the commit barrier.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from tabletopic.buffer.table_buffer import Drained
+from tabletopic.ops.metrics import SinkMetrics
 from tabletopic.write.arrow_conform import conform
 from tabletopic.write.iceberg_tables import TableHandle
 from tabletopic.write.spark_session import SparkRuntime
@@ -33,9 +37,17 @@ class WrittenFiles:
 
 
 class FileWriter:
-    def __init__(self, spark: SparkRuntime, write_props: dict[str, str]) -> None:
+    def __init__(self, spark: SparkRuntime, write_props: dict[str, str], metrics: SinkMetrics | None = None) -> None:
         self._spark = spark
         self._write_props = dict(write_props)
+        self._metrics = metrics
+
+    def _timed(self, stage: str) -> contextlib.AbstractContextManager[None]:
+        return self._metrics.timed(stage) if self._metrics is not None else contextlib.nullcontext()
+
+    def _dataframe(self, rows: pa.Table) -> Any:
+        with self._timed("handoff"):
+            return self._spark.dataframe_from_arrow(rows)._jdf
 
     @property
     def jvm(self) -> Any:
@@ -50,16 +62,21 @@ class FileWriter:
         writer = self._spark.jvm.tabletopic.SinkWriter
         operation = str(uuid.uuid4())
         if not handle.keyed:
-            files = writer.writeDataFiles(self._spark.dataframe_from_arrow(rows)._jdf, handle.java, handle.schema_id,
-                                          operation, self._write_props)
+            frame = self._dataframe(rows)
+            with self._timed("write"):
+                files = writer.writeDataFiles(frame, handle.java, handle.schema_id, operation, self._write_props)
             return WrittenFiles(handle.name, files, int(files.size()), drained.records, drained.max_timestamp_ms,
                                 time.monotonic() - started, floors=drained.floors)
-        inserts, keys = reduce_changes(rows, drained.ops, drained.order, handle.id_columns)
-        files = writer.writeEqualityDeletes(self._spark.dataframe_from_arrow(keys)._jdf, handle.java,
-                                            handle.delete_spec_id, handle.equality_ids, operation, self._write_props)
+        with self._timed("buffer"):
+            inserts, keys = reduce_changes(rows, drained.ops, drained.order, handle.id_columns)
+        frame = self._dataframe(keys)
+        with self._timed("write"):
+            files = writer.writeEqualityDeletes(frame, handle.java, handle.delete_spec_id, handle.equality_ids,
+                                                operation, self._write_props)
         if inserts.num_rows:
-            data = writer.writeDataFiles(self._spark.dataframe_from_arrow(inserts)._jdf, handle.java,
-                                         handle.schema_id, operation, self._write_props)
+            frame = self._dataframe(inserts)
+            with self._timed("write"):
+                data = writer.writeDataFiles(frame, handle.java, handle.schema_id, operation, self._write_props)
             files = writer.concat(data, files)
         return WrittenFiles(handle.name, files, int(files.size()), inserts.num_rows, drained.max_timestamp_ms,
                             time.monotonic() - started, deletes=keys.num_rows, floors=drained.floors)
