@@ -64,6 +64,8 @@ def test_rest_api_and_registry_answer_401_without_credentials_and_200_with_them(
     daemon = DaemonProcess(tmp_path, worker, [connector]).start()
     ca = material.path("ca.pem")
     wait_until(lambda: _ready(f"{rest}/health", ca), 180, "the HTTPS listener", daemon)
+    # The HTTP listener is up from the first second; the registry once its topic is read.
+    wait_until(lambda: _answers(f"{registry}/subjects", ca), 180, "the registry's listener", daemon)
 
     assert _get(f"{rest}/health", ca)[0] == 200  # open for probes
     for path in ("/connectors", f"/connectors/{connector['name']}/config", "/metrics", "/ready", "/"):
@@ -99,3 +101,11 @@ def _ready(url: str, ca: Path) -> bool:
         return _get(url, ca)[0] == 200
     except OSError:
         return False
+
+
+def _answers(url: str, ca: Path) -> bool:
+    try:
+        _get(url, ca)
+    except OSError:
+        return False
+    return True

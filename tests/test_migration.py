@@ -100,7 +100,8 @@ def test_a_java_sink_table_without_group_offsets_is_refused(bootstrap: str, ware
      .option("snapshot-property.kafka.connect.commit-id", "c0ffee").append())
     connector = {"name": name, "topics": topic, "iceberg.tables": table, "value.converter.schemas.enable": "false",
                  **warehouse.connector_props()}
-    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap, **{"tabletopic.exit-on-connector-failure": "true"}),
+                           [connector]).start()
     code = daemon.wait(180)
     assert code != 0
     assert "the Iceberg Kafka Connect sink last committed db.orphan (commit c0ffee)" in daemon.output()

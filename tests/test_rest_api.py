@@ -7,6 +7,8 @@ Every body is compared field by field with the shape Connect answers (``connect/
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -147,6 +149,12 @@ def test_connectors_over_rest_create_reconfigure_pause_stop_reset_offsets_and_de
         {"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": 800}}]}) == \
         (200, {"message": "The offsets for this connector have been altered successfully"})
     assert rest.get(f"/connectors/{name}/offsets")["offsets"][0]["offset"] == {"kafka_offset": 800}
+    # The operator's CLI asks the same API.
+    shown = _cli("offsets", name, "--url", rest.base)
+    assert json.loads(shown) == rest.get(f"/connectors/{name}/offsets")
+    status_text = _cli("status", "--url", rest.base)
+    assert f"connector {name}: STOPPED (worker {worker_id})" in status_text
+    assert f"{topic}[0]: tables 800" in status_text and f"{topic}[1]: tables 1800" in status_text
     assert rest.call("PUT", f"/connectors/{name}/resume") == (202, None)
     wait_until(lambda: _count(warehouse, table) == 4600, 120, "partition 0 read again from 800", daemon)
     counts = Counter(r.id for r in warehouse.rows(table, "id"))
@@ -193,3 +201,9 @@ def test_connectors_over_rest_create_reconfigure_pause_stop_reset_offsets_and_de
 
 def _starts(daemon: DaemonProcess) -> int:
     return daemon.output().count('"event": "connector started"')
+
+
+def _cli(*args: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "tabletopic", *args], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout

@@ -116,6 +116,8 @@ class Daemon:
                      worker_id=self.worker_id)
         self.herder.worker_id = self.worker_id
         self.herder.board = self._board_factory(self.worker_id)
+        # Before Kafka: a missing JDK is a configuration to fix (78), not an outage to wait out.
+        await self._step("building the JVM classpath (jar cache)", asyncio.to_thread(self._classpath, False))
         await self._step("checking Kafka", self._check_kafka_worker())
         if self.schema_registry is not None:
             await self._step("starting the Schema Registry", asyncio.to_thread(self._start_registry))
@@ -125,7 +127,8 @@ class Daemon:
         await self._step("checking the connectors' Kafka access", self._check_kafka_connectors(initial))
         for config in initial:
             self.spark.require(config.catalog.needs_lake_jars, config.catalog.driver_jars)
-        await self._step("building the JVM classpath (jar cache)", asyncio.to_thread(self._classpath))
+        if self.spark.lake:
+            await self._step("fetching the S3, REST and Glue jars", asyncio.to_thread(self._classpath, True))
         await self._step("starting Spark", asyncio.to_thread(lambda: self.spark.session))
         self.herder.probed = {c.name for c in initial}
         await self.herder.start()
@@ -157,9 +160,9 @@ class Daemon:
         log.info("start-up step done", step=phase, seconds=round(time.monotonic() - started, 2))
         return result
 
-    def _classpath(self) -> None:
+    def _classpath(self, lake: bool) -> None:
         try:
-            build_classpath(lake=self.spark.lake)
+            build_classpath(lake=lake)
         except JavaNotFoundError as exc:
             log.error("cannot start", error=str(exc))
             raise _StartFailed(exit_codes.CONFIG) from exc

@@ -2,7 +2,7 @@
 
 Both the connector and the worker configuration are declared here as tables of
 :class:`Key`.  Parsing collects every problem instead of stopping at the first,
-so ``tabletopic validate`` can list them all.  The README's key reference is
+so ``tabletopic validate`` can list them all.  The key reference (docs/configuration.md) is
 generated from these tables (``tabletopic keys``, into docs/configuration.md), so the docs cannot drift.
 """
 

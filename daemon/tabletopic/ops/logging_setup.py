@@ -23,8 +23,9 @@ import structlog
 
 from tabletopic.config.secrets import Scrubber
 
-# Libraries that chat at INFO: kept at WARNING unless the daemon logs at DEBUG.
-QUIET_LIBRARIES = ("faust", "mode", "aiokafka", "py4j", "kafka")
+# Libraries that chat at INFO: kept at WARNING unless the daemon logs at DEBUG. Faust's services log
+# under the module that subclasses them (the batching consumer's).
+QUIET_LOGGERS = ("faust", "mode", "aiokafka", "py4j", "kafka", "tabletopic.consume.batch_fetch")
 _LOG4J = re.compile(r"^\S+ \S+ (?P<level>TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (?P<logger>[^:\s]+): (?P<message>.*)$")
 _LOG4J_LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
                  "ERROR": logging.ERROR, "FATAL": logging.CRITICAL}
@@ -65,7 +66,7 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", scrubber: Scrubber
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
-    for noisy in QUIET_LIBRARIES:
+    for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING if level != "DEBUG" else logging.INFO)
     logging.captureWarnings(True)
 

@@ -72,7 +72,7 @@ def plan_catalog(props: Mapping[str, str], spark_jars: str = "") -> CatalogPlan:
     problems = []
     if kind == "hadoop" and on_s3:
         problems.append("a hadoop catalog keeps its tables through a Hadoop file system, and tabletopic ships no "
-                        "S3A: on S3 use iceberg.catalog.type=jdbc, rest or glue (see the README's S3 examples)")
+                        "S3A: on S3 use iceberg.catalog.type=jdbc, rest or glue (see docs/lake.md)")
     if kind == "jdbc" and out.get("uri", "").startswith("jdbc:postgresql:") and not POSTGRES_DRIVER.exists() \
             and "postgresql" not in spark_jars:
         problems.append(f"a JDBC catalog on PostgreSQL needs its JDBC driver: install it (Debian: apt-get install "
