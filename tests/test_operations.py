@@ -134,14 +134,17 @@ def _prometheus_binary() -> str | None:
     return binary
 
 
-def _start_prometheus(tmp_path: Path, target_port: int) -> tuple[subprocess.Popen[bytes], int] | None:
+def _start_prometheus(tmp_path: Path, target_port: int,
+                      rules: Path | None = None) -> tuple[subprocess.Popen[bytes], int] | None:
     binary = _prometheus_binary()
     if binary is None:
         return None
     port = free_port()
     config = tmp_path / "prometheus.yml"
-    config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"}, "scrape_configs": [
-        {"job_name": "tabletopic", "static_configs": [{"targets": [f"127.0.0.1:{target_port}"]}]}]}))
+    config.write_text(yaml.safe_dump({
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        **({"rule_files": [str(rules)]} if rules is not None else {}),
+        "scrape_configs": [{"job_name": "tabletopic", "static_configs": [{"targets": [f"127.0.0.1:{target_port}"]}]}]}))
     proc = subprocess.Popen([binary, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{port}",
                              f"--storage.tsdb.path={tmp_path / 'tsdb'}"],
                             stdout=subprocess.DEVNULL, stderr=(tmp_path / "prometheus.log").open("wb"))
@@ -155,6 +158,65 @@ def _prom_query(port: int, query: str) -> float:
     except OSError:
         return 0.0
     return sum(float(r["value"][1]) for r in result)
+
+
+ALERTS = ROOT / "deploy" / "prometheus" / "tabletopic-alerts.yml"
+
+
+def test_alert_rules_check_and_use_exported_metrics() -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        if os.environ.get("CI"):
+            raise AssertionError("CI must have promtool (Debian's prometheus package)")
+        pytest.skip("promtool is not installed here")
+    proc = subprocess.run([promtool, "check", "rules", str(ALERTS)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rules = [r for g in yaml.safe_load(ALERTS.read_text())["groups"] for r in g["rules"]]
+    names = {r["alert"] for r in rules}
+    assert {"TabletopicDataStale", "TabletopicCommitFailures", "TabletopicDeadLetterRate", "TabletopicNotReady",
+            "TabletopicLagGrowing", "TabletopicConnectorFailed"} <= names
+    assert all(r["annotations"].get("summary") and r["annotations"].get("description") for r in rules)
+
+
+@pytest.mark.slow
+def test_an_alert_fires_in_a_real_prometheus(bootstrap: str, tmp_path: Path) -> None:
+    """A connector whose catalog cannot be reached is FAILED; Prometheus, with the shipped rules, fires
+    TabletopicConnectorFailed. The rules' ``for`` durations are cut to nothing, all else as shipped."""
+    if _prometheus_binary() is None:
+        pytest.skip("prometheus is not installed here")
+    doc = yaml.safe_load(ALERTS.read_text())
+    for group in doc["groups"]:
+        for rule in group["rules"]:
+            rule["for"] = "0s"
+    rules = tmp_path / "alerts.yml"
+    rules.write_text(yaml.safe_dump(doc))
+    port = free_port()
+    name = unique("alerting")
+    connector = {"name": name, "topics": unique("t"), "iceberg.tables": "ops.nowhere",
+                 "iceberg.catalog.type": "hadoop", "iceberg.catalog.warehouse": "hdfs://127.0.0.1:1/warehouse",
+                 "iceberg.hadoop.ipc.client.connect.max.retries": "0"}
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap, listeners=f"http://127.0.0.1:{port}"),
+                           [connector]).start()
+    prometheus = _start_prometheus(tmp_path, port, rules)
+    assert prometheus is not None
+    try:
+        def firing() -> list[dict[str, Any]]:
+            try:
+                url = f"http://127.0.0.1:{prometheus[1]}/api/v1/alerts"
+                alerts = json.loads(urllib.request.urlopen(url, timeout=5).read())["data"]["alerts"]
+            except OSError:
+                return []
+            return [a for a in alerts if a["state"] == "firing"]
+        wait_until(lambda: any(a["labels"]["alertname"] == "TabletopicConnectorFailed" for a in firing()), 120,
+                   "TabletopicConnectorFailed to fire", daemon)
+        alert = next(a for a in firing() if a["labels"]["alertname"] == "TabletopicConnectorFailed")
+        assert alert["labels"]["connector"] == name and alert["labels"]["severity"] == "critical"
+        assert f"connector {name} FAILED" in alert["annotations"]["summary"]
+    finally:
+        prometheus[0].terminate()
+        prometheus[0].wait(timeout=30)
+        if daemon.alive():
+            daemon.terminate()
 
 
 def test_dashboard_expressions_parse() -> None:
