@@ -263,7 +263,8 @@ def run_in_process(spark: SparkRuntime, worker: dict[str, Any], connectors: list
         try:
             while not runner.done():
                 await asyncio.sleep(0.3)
-                if daemon.connectors and all(c.task.assigned for c in daemon.connectors):
+                # A failed connector leaves its group, so its partitions go: its state says it is done.
+                if daemon.connectors and all(c.task.assigned or c.state == "FAILED" for c in daemon.connectors):
                     if pending_during is not None:
                         await pending_during(daemon)
                         pending_during = None
