@@ -71,11 +71,12 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", scrubber: Scrubber
     logging.captureWarnings(True)
 
 
-def relay_lines(stream: IO[bytes], logger_name: str = "spark") -> threading.Thread:
+def relay_lines(stream: IO[bytes], logger_name: str = "spark", expected: tuple[str, ...] = ()) -> threading.Thread:
     """Log every line of ``stream`` (the JVM's output) until it closes, on a thread of its own.
 
     The pipe must always be drained, or the JVM blocks on a full pipe: the thread reads to the end
-    whatever the level lets through.
+    whatever the level lets through. Lines containing one of ``expected`` are warnings about the way
+    tabletopic uses the JVM on purpose, and are dropped.
     """
     logger = logging.getLogger(logger_name)
 
@@ -83,7 +84,7 @@ def relay_lines(stream: IO[bytes], logger_name: str = "spark") -> threading.Thre
         level = logging.INFO
         for raw in iter(stream.readline, b""):
             line = raw.decode(errors="replace").rstrip()
-            if not line:
+            if not line or any(e in line for e in expected):
                 continue
             match = _LOG4J.match(line)
             if match is None:

@@ -39,6 +39,10 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.driver.memory": "2g",
     # Each flush is its own small job; Spark's defaults plan for bigger ones.
     "spark.default.parallelism": "2",
+    # Arrow batches go to the tasks as bytes and are decoded there, in parallel. Under this size
+    # Spark instead turns every row into an object on the driver, copies it into the plan and ships
+    # it inside the task: 3/4 of the JVM's time in a write, measured (docs/performance.md).
+    "spark.sql.execution.arrow.localRelationThreshold": "0",
     "spark.sql.adaptive.enabled": "false",
     # Kept short so that a second daemon on the same host does not wait on a port.
     "spark.port.maxRetries": "64",
@@ -49,6 +53,9 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
 }
 # Creating a table in a hadoop catalog logs a missing version hint, with its stack trace.
 _QUIET_JVM_LOGGERS = ("org.apache.iceberg.hadoop.HadoopTableOperations",)
+# Each write ships its rows to the tasks as Arrow batches (localRelationThreshold=0), which Spark
+# warns about once a task passes 1,000 KiB: that is the design, not a mistake.
+_EXPECTED_JVM_WARNINGS = ("contains a task of very large size",)
 # In local mode nothing needs to reach the driver from another host, so it binds to loopback.
 LOCAL_MODE_CONF: dict[str, str] = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 
@@ -128,7 +135,7 @@ class SparkRuntime:
             # Its output (log4j text) is piped into our log, so that every line has the daemon's format.
             gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True, "stdout": subprocess.PIPE,
                                                                "stderr": subprocess.STDOUT})
-            relay_lines(gateway.proc.stdout, "spark")
+            relay_lines(gateway.proc.stdout, "spark", _EXPECTED_JVM_WARNINGS)
             SparkContext(conf=spark_conf, gateway=gateway)
         builder = SparkSession.builder
         for key, value in conf.items():
