@@ -94,6 +94,7 @@ class SinkTask:
         self._group_offsets: GroupOffsets | None = None
         self._reseek: Callable[[], Awaitable[None]] | None = None
         self._seek: Callable[[TopicPartition, int], None] | None = None
+        self._waiting_bytes: Callable[[], int] = lambda: 0
         self._system_failures = 0  # in a row; reset by a batch staged without one
         self.system_error: str | None = None
         self.last_error: str | None = None  # why this worker's last answer was lost; cleared by a commit
@@ -101,9 +102,11 @@ class SinkTask:
 
     def bind_consumer(self, group_commit: GroupCommit, group_offsets: GroupOffsets,
                       reseek: Callable[[], Awaitable[None]],
-                      seek: Callable[[TopicPartition, int], None] | None = None) -> None:
+                      seek: Callable[[TopicPartition, int], None] | None = None,
+                      waiting_bytes: Callable[[], int] = lambda: 0) -> None:
         self._group_commit, self._group_offsets, self._reseek = group_commit, group_offsets, reseek
         self._seek = seek
+        self._waiting_bytes = waiting_bytes
 
     async def start(self) -> None:
         await self.failed.start()
@@ -258,8 +261,9 @@ class SinkTask:
 
     @property
     def over_memory(self) -> bool:
-        """Rows buffered or being written past tabletopic.buffer.max-bytes: a commit must drain them."""
-        return self.writer.buffered_bytes > self.config.buffer_max_bytes
+        """Past tabletopic.buffer.max-bytes: rows buffered or being written, and records fetched and not yet
+        taken. A commit must drain them before more is fetched."""
+        return self.writer.buffered_bytes + self._waiting_bytes() > self.config.buffer_max_bytes
 
     # -- answers (commit/worker.py asks; this is its WorkerSink) ------------------------------------
     async def complete_write(self, reason: str) -> WriteResult | None:

@@ -20,7 +20,7 @@ from faust.types import TP
 from tabletopic.commit.member import Member
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig
-from tabletopic.consume.batch_fetch import BatchingApp
+from tabletopic.consume.batch_fetch import BatchingApp, Fetch
 from tabletopic.consume.continuity import STALE, Decision, decide
 from tabletopic.convert.records import RawRecords
 from tabletopic.failed_records import RecordFailed
@@ -79,16 +79,18 @@ class FaustConsumer:
             self.topic = self.app.topic(*(config.topics or []), **topic_kwargs)
         # The topic is subscribed by the app's conductor; fetched records reach the agent in
         # per-partition batches through an in-memory channel (see batch_fetch.py). A small
-        # channel is the back-pressure: a full one stops the fetch loop.
+        # channel bounds what waits there: a full one stops the fetch loop.
         self.app.topics.add(self.topic)
         self.batches = self.app.channel(maxsize=4)
-        self.app.deliver_batch = self.batches.put
+        self.waiting_bytes = 0  # values and keys fetched and not yet taken: they count toward buffer.max-bytes
+        self._memory_paused: set[TP] = set()  # partitions paused here because the buffers are full
+        self.app.deliver_batch = self._deliver
         self.app.on_drained = lambda wall, cpu: task.metrics.add_stage("fetch", wall, cpu)
         self.app.agent(self.batches, name=f"tabletopic-{config.name}")(self._consume)
         self.app.on_partitions_assigned.connect(self._on_assigned)
         self.app.on_partitions_revoked.connect(self._on_revoked)
         task.bind_consumer(self._commit_group, self._group_offsets, self._reseek_all,
-                           lambda tp, offset: self.app.request_seek(TP(*tp), offset))
+                           lambda tp, offset: self.app.request_seek(TP(*tp), offset), lambda: self.waiting_bytes)
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -127,9 +129,14 @@ class FaustConsumer:
         await self.app.stop()
 
     # -- the agent --------------------------------------------------------------------------------
+    async def _deliver(self, fetch: Fetch) -> None:
+        self.waiting_bytes += _size(fetch)
+        await self.batches.put(fetch)
+
     async def _consume(self, stream: faust.StreamT) -> None:
         async for fetch in stream:
             generations, batches = fetch
+            self.waiting_bytes = max(0, self.waiting_bytes - _size(fetch))
             await self._running.wait()
             if self._draining or self.fatal is not None:
                 continue
@@ -145,17 +152,37 @@ class FaustConsumer:
                     raw = self._take(tp, messages, generations.get(tp, STALE))
                 if raw is not None:
                     await self.task.ingest(raw)
-            # Over the bound, the agent waits for a commit to drain the buffers. Meanwhile nothing
-            # takes fetches: the channel fills, Faust's fetch loop waits, and reading stops without
-            # leaving the group. (Pausing the partitions instead made Faust drop fetched records
-            # and re-read them, and stalled in bench/memory_bound.py.)
-            while self.task.over_memory and not self._draining:
-                await self.member.relieve()
+            if self.task.over_memory and not self._draining:
+                await self._relieve()
         except RecordFailed as exc:
             self._fail(exc)
         except Exception as exc:  # any other fault stops the connector rather than skipping records
             self.log.exception("sink failed while ingesting records")
             self._fail(exc)
+
+    async def _relieve(self) -> None:
+        """Over tabletopic.buffer.max-bytes: pause the partitions until a commit has drained the buffers.
+
+        A paused partition stays assigned (no rebalance); aiokafka keeps at most one fetch of it, which
+        is not drained until it resumes, so nothing fetched is dropped or read twice. Fetches already
+        handed over wait in the channel and count toward the bound.
+        """
+        assigned = set(self.app.consumer.assignment())
+        self._memory_paused = assigned - set(self.app.consumer._paused_partitions)
+        self.app.consumer.pause_partitions(self._memory_paused)
+        self.log.info("buffers over tabletopic.buffer.max-bytes: partitions paused until a commit drains them",
+                      buffered_bytes=self.task.writer.buffered_bytes, waiting_bytes=self.waiting_bytes)
+        try:
+            # The first relief writes what is buffered and hands it over (an early commit); more are needed
+            # only while an earlier answer, still unsettled, kept it from writing. Fetches waiting in the
+            # channel are not waited for: they are taken once the partitions resume.
+            await self.member.relieve()
+            while self.task.writer.buffered_bytes > self.task.config.buffer_max_bytes and not self._draining:
+                await self.member.relieve()
+        finally:
+            resumed = self._memory_paused & set(self.app.consumer.assignment())
+            self.app.consumer.resume_partitions(resumed)
+            self._memory_paused = set()
 
     def _fail(self, exc: BaseException) -> None:
         self.fatal = exc
@@ -267,3 +294,8 @@ class FaustConsumer:
                         self.task.metrics.committed_lag.labels(**labels).set(max(0, highwater - min(done)))
             except Exception as exc:  # metrics must never take the sink down
                 self.log.debug("lag report failed", error=str(exc))
+
+
+def _size(fetch: Fetch) -> int:
+    """Bytes of the values and keys of a fetch (what buffering them will roughly take)."""
+    return sum(len(r.value or b"") + len(r.key or b"") for records in fetch[1].values() for r in records)
