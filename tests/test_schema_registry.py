@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -209,3 +210,48 @@ def test_schemas_survive_a_restart_and_two_registries_share_one_topic(bootstrap:
             assert client.get_schema(schema_id).schema_str
     finally:
         again.stop()
+
+
+def test_protobuf_and_json_schemas_are_served_with_references_and_their_own_rules(
+        registry: SchemaRegistryService) -> None:
+    client = _client(registry)
+    with urllib.request.urlopen(f"{registry.url}/schemas/types") as answer:
+        assert sorted(json.loads(answer.read())) == ["AVRO", "JSON", "PROTOBUF"]
+
+    # Protobuf: an import through a reference, .proto text and its serialized descriptor are one schema.
+    money = 'syntax = "proto3";\npackage common;\nmessage Money { int64 cents = 1; }\n'
+    money_id = client.register_schema("money.proto", Schema(money, "PROTOBUF"))
+    ref = SchemaReference("common/money.proto", "money.proto", 1)
+    order = ('syntax = "proto3";\npackage shop;\nimport "common/money.proto";\n'
+             'message Order { int64 id = 1; common.Money total = 2; }\n')
+    with pytest.raises(SchemaRegistryError) as info:
+        client.register_schema("orders-value", Schema(order, "PROTOBUF"))
+    assert info.value.error_code == 42201 and "common/money.proto" in info.value.error_message
+    order_id = client.register_schema("orders-value", Schema(order, "PROTOBUF", [ref]))
+    assert order_id != money_id
+    serialized = client.get_schema(order_id, fmt="serialized")
+    assert serialized.schema_str != order and serialized.schema_type == "PROTOBUF"
+    again = client.register_schema("orders-value", Schema(serialized.schema_str, "PROTOBUF", [ref]))
+    assert again == order_id and client.get_versions("orders-value") == [1]
+    added = order.replace("common.Money total = 2;", "common.Money total = 2; string note = 3;")
+    assert client.register_schema("orders-value", Schema(added, "PROTOBUF", [ref])) != order_id
+    retyped = added.replace("string note = 3;", "int64 note = 3;")
+    refused = _refused(client, "orders-value", Schema(retyped, "PROTOBUF", [ref]))
+    assert "FIELD_SCALAR_KIND_CHANGED" in refused.error_message
+
+    # JSON Schema: a $ref to another subject; a closed object may gain an optional property, not lose one.
+    address = {"type": "object", "properties": {"city": {"type": "string"}}}
+    client.register_schema("address.json", Schema(json.dumps(address), "JSON"))
+    jref = SchemaReference("address.json", "address.json", 1)
+    user = {"type": "object", "additionalProperties": False,
+            "properties": {"name": {"type": "string"}, "home": {"$ref": "address.json"}}}
+    user_id = client.register_schema("users-value", Schema(json.dumps(user), "JSON", [jref]))
+    assert client.get_schema(user_id).schema_type == "JSON"
+    user["properties"]["age"] = {"type": "integer"}
+    client.register_schema("users-value", Schema(json.dumps(user), "JSON", [jref]))
+    del user["properties"]["name"]
+    refused = _refused(client, "users-value", Schema(json.dumps(user), "JSON", [jref]))
+    assert "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL" in refused.error_message
+    # A schema of another type may not follow them.
+    refused = _refused(client, "users-value", _record("User", _field("name", "string")))
+    assert "JSON" in refused.error_message

@@ -25,6 +25,7 @@ from tabletopic.registry.schema_store import (
     no_subject_config,
     schema_not_found,
 )
+from tabletopic.registry.schema_types import TYPES, canonical
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 _RACE_ATTEMPTS = 8
@@ -55,6 +56,13 @@ def _schema_fields(body: dict[str, Any]) -> tuple[str, str, list[dict[str, Any]]
     if not isinstance(text, str):
         raise RegistryError(422, 42201, "Invalid schema: 'schema' must be a string holding the schema")
     return text, str(body.get("schemaType") or "AVRO"), list(body.get("references") or [])
+
+
+def _raw(text: str, schema_type: str) -> web.Response:
+    """The schema alone: JSON for Avro and JSON Schema, the text as registered for Protobuf."""
+    if schema_type == "PROTOBUF":
+        return web.Response(text=text, content_type="text/plain")
+    return _reply(json.loads(text))
 
 
 class RegistryApi:
@@ -130,7 +138,14 @@ class RegistryApi:
         return _reply({})
 
     async def types(self, _: web.Request) -> web.Response:
-        return _reply(["AVRO"])
+        return _reply(list(TYPES))
+
+    def _shown(self, request: web.Request, schema_id: int, body: dict[str, Any]) -> dict[str, Any]:
+        """``?format=serialized`` asks for a Protobuf schema as its base64 descriptor (confluent-kafka's
+        Python clients read it so); any other schema, or format, is shown as registered."""
+        if request.query.get("format") == "serialized" and body.get("schemaType") == "PROTOBUF":
+            body["schema"] = self.store.parsed(schema_id).serialized()  # type: ignore[union-attr]
+        return body
 
     def _id(self, request: web.Request) -> int:
         try:
@@ -140,11 +155,11 @@ class RegistryApi:
 
     async def schema_by_id(self, request: web.Request) -> web.Response:
         stored = await self._fresh(lambda: self.store.schema(self._id(request)))
-        return _reply(stored.body())
+        return _reply(self._shown(request, stored.id, stored.body()))
 
     async def raw_schema_by_id(self, request: web.Request) -> web.Response:
         stored = await self._fresh(lambda: self.store.schema(self._id(request)))
-        return _reply(json.loads(stored.schema))
+        return _raw(stored.schema, stored.schema_type)
 
     async def versions_of_id(self, request: web.Request) -> web.Response:
         uses = await self._fresh(lambda: self.store.uses_of(self._id(request)))
@@ -170,12 +185,13 @@ class RegistryApi:
 
     async def version(self, request: web.Request) -> web.Response:
         subject, version = request.match_info["subject"], request.match_info["version"]
-        return _reply(await self._fresh(lambda: self._version_body(subject, version, _flag(request, "deleted"))))
+        body = await self._fresh(lambda: self._version_body(subject, version, _flag(request, "deleted")))
+        return _reply(self._shown(request, body["id"], body))
 
     async def raw_version(self, request: web.Request) -> web.Response:
         subject, version = request.match_info["subject"], request.match_info["version"]
         body = await self._fresh(lambda: self._version_body(subject, version, _flag(request, "deleted")))
-        return _reply(json.loads(body["schema"]))
+        return _raw(body["schema"], body.get("schemaType", "AVRO"))
 
     async def referenced_by(self, request: web.Request) -> web.Response:
         subject, version = request.match_info["subject"], request.match_info["version"]
@@ -185,6 +201,10 @@ class RegistryApi:
     async def register(self, request: web.Request) -> web.Response:
         subject = request.match_info["subject"]
         text, schema_type, refs = _schema_fields(await _body(request))
+        if _flag(request, "normalize") and schema_type != "PROTOBUF":
+            # Kept as its canonical JSON; a Protobuf schema is kept as written, and is the same schema
+            # as any other writing of it with or without normalize.
+            text = canonical(schema_type, None, text)
 
         def plan() -> tuple[tuple[int, Write | None], list[Write]]:
             schema_id, write = self.store.plan_register(subject, text, schema_type, refs)

@@ -13,14 +13,13 @@ withdrawal (a tombstone for its own key) never removes the winner.
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
-from tabletopic.registry.avro_compatibility import LEVELS, compatibility_problems
-from tabletopic.registry.avro_schema import AvroSchema, resolve
+from tabletopic.registry import schema_types
+from tabletopic.registry.avro_compatibility import LEVELS
+from tabletopic.registry.schema_types import Parsed
 
 DEFAULT_LEVEL = "BACKWARD"
 
@@ -55,11 +54,6 @@ class StoredSchema:
     schema: str
     schema_type: str
     references: tuple[tuple[str, str, int], ...]  # (name, subject, version)
-
-    @cached_property
-    def identity(self) -> tuple[str, str, tuple[tuple[str, str, int], ...]]:
-        """What makes two registrations the same schema (parsed once, not on every lookup)."""
-        return _identity(self.schema, self.schema_type, self.references)
 
     def value(self, subject: str, version: int, deleted: bool) -> dict[str, Any]:
         """The schemas-topic record of this schema as ``subject``'s ``version``."""
@@ -97,7 +91,8 @@ class SchemaStore:
     configs: dict[str | None, str] = field(default_factory=dict)
     default_level: str = DEFAULT_LEVEL
     max_id: int = 0
-    _parsed: dict[int, AvroSchema] = field(default_factory=dict)
+    _parsed: dict[int, Parsed] = field(default_factory=dict)
+    _identities: dict[int, tuple[str, str, tuple[tuple[str, str, int], ...]]] = field(default_factory=dict)
 
     # -- replaying the log --------------------------------------------------------------------------
     def apply(self, key: dict[str, Any], value: dict[str, Any] | None) -> None:
@@ -138,6 +133,7 @@ class SchemaStore:
         if not any(v.id == schema_id for versions in self.subjects.values() for v in versions.values()):
             self.schemas.pop(schema_id, None)
             self._parsed.pop(schema_id, None)
+            self._identities.pop(schema_id, None)
 
     # -- reads --------------------------------------------------------------------------------------
     def subject_names(self, deleted: bool = False) -> list[str]:
@@ -188,36 +184,53 @@ class SchemaStore:
             return self.configs[subject]
         return self.configs.get(None, self.default_level)
 
-    def parsed(self, schema_id: int) -> AvroSchema:
+    def parsed(self, schema_id: int) -> Parsed:
         found = self._parsed.get(schema_id)
         if found is None:
             stored = self.schema(schema_id)
-            found = self._parsed[schema_id] = self._resolve(stored.schema, stored.references)
+            found = self._parsed[schema_id] = self._resolve(stored.schema, stored.schema_type, stored.references)
         return found
 
-    def _resolve(self, text: str, references: tuple[tuple[str, str, int], ...]) -> AvroSchema:
-        known: dict[str, Any] = {}
-        for _name, subject, version in references:
+    def identity(self, schema_id: int) -> tuple[str, str, tuple[tuple[str, str, int], ...]]:
+        """What makes two registrations the same schema (worked out once per id, not on every lookup)."""
+        found = self._identities.get(schema_id)
+        if found is None:
+            stored = self.schema(schema_id)
+            parsed = self.parsed(schema_id) if stored.schema_type == "PROTOBUF" else None
+            found = self._identities[schema_id] = (schema_types.canonical(stored.schema_type, parsed, stored.schema),
+                                                   stored.schema_type, stored.references)
+        return found
+
+    def _identity_of(self, text: str, schema_type: str, references: tuple[tuple[str, str, int], ...]
+                     ) -> tuple[str, str, tuple[tuple[str, str, int], ...]]:
+        parsed = self._resolve(text, schema_type, references) if schema_type == "PROTOBUF" else None
+        return schema_types.canonical(schema_type, parsed, text), schema_type, references
+
+    def _resolve(self, text: str, schema_type: str, references: tuple[tuple[str, str, int], ...]) -> Parsed:
+        if schema_type not in schema_types.TYPES:
+            raise RegistryError(422, 42201, f"Invalid schema: unknown schemaType {schema_type!r}; one of "
+                                f"{', '.join(schema_types.TYPES)}")
+        targets: list[tuple[str, Parsed]] = []
+        for name, subject, version in references:
             try:
                 target = self.version(subject, str(version))
             except RegistryError:
                 raise RegistryError(422, 42201, f"Invalid schema: the reference {subject} version {version} "
                                     "does not exist") from None
-            known.update(self.parsed(target.id).names)
+            targets.append((name, self.parsed(target.id)))
         try:
-            return resolve(json.loads(text), known)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # avro_schema.InvalidSchema is a ValueError
+            return schema_types.parse(schema_type, text, targets)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # each type's Invalid* is a ValueError
             raise RegistryError(422, 42201, f"Invalid schema: {exc}") from None
 
     def lookup(self, subject: str, text: str, schema_type: str, refs: list[dict[str, Any]],
                deleted: bool = False) -> tuple[Version, StoredSchema]:
         if subject not in self.subjects:
             raise subject_not_found(subject)
-        wanted = _identity(text, schema_type, _refs(refs))
+        wanted = self._identity_of(text, schema_type or "AVRO", _refs(refs))
         for v in self.versions(subject, deleted):
-            stored = self.schemas[v.id]
-            if stored.identity == wanted:
-                return v, stored
+            if self.identity(v.id) == wanted:
+                return v, self.schemas[v.id]
         raise schema_not_found()
 
     # -- planning writes ----------------------------------------------------------------------------
@@ -225,11 +238,8 @@ class SchemaStore:
                       ) -> tuple[int, Write | None]:
         """The id ``text`` has or would get under ``subject``, and the record to append if any."""
         schema_type = schema_type or "AVRO"
-        if schema_type != "AVRO":
-            raise RegistryError(422, 42201, f"Invalid schema: schemaType {schema_type} is not supported by the "
-                                "built-in registry; it serves AVRO")
         references = _refs(refs)
-        new = self._resolve(text, references)
+        new = self._resolve(text, schema_type, references)
         if subject in self.subjects:
             try:
                 return self.lookup(subject, text, schema_type, refs)[0].id, None
@@ -237,7 +247,7 @@ class SchemaStore:
                 if exc.code not in (40401, 40403):  # not found: the schema is new to the subject
                     raise
         previous = [self.parsed(v.id) for v in self._live(subject)]
-        problems = compatibility_problems(self.level(subject), new, previous)
+        problems = schema_types.compatibility_problems(schema_type, self.level(subject), new, previous)
         if problems:
             raise RegistryError(409, 409, f"Schema being registered is incompatible with an earlier schema for "
                                 f"subject \"{subject}\" under {self.level(subject)}: " + "; ".join(problems))
@@ -254,7 +264,9 @@ class SchemaStore:
         else:  # an unknown subject or version is a 404 before the schema is even read, as in Confluent's
             against = [self.parsed(self.version(subject, version).id)]
             level = self.level(subject).removesuffix("_TRANSITIVE")
-        return compatibility_problems(level, self._resolve(text, _refs(refs)), against)
+        schema_type = schema_type or "AVRO"
+        return schema_types.compatibility_problems(schema_type, level, self._resolve(text, schema_type, _refs(refs)),
+                                                   against)
 
     def plan_delete(self, subject: str, version: str | None, permanent: bool) -> tuple[list[int], list[Write]]:
         if subject not in self.subjects:
@@ -291,9 +303,9 @@ class SchemaStore:
         return sorted((v for v in self.subjects.get(subject, {}).values() if not v.deleted), key=lambda v: v.version)
 
     def _id_of(self, text: str, schema_type: str, references: tuple[tuple[str, str, int], ...]) -> int:
-        wanted = _identity(text, schema_type, references)
+        wanted = self._identity_of(text, schema_type, references)
         for stored in self.schemas.values():
-            if stored.identity == wanted:
+            if self.identity(stored.id) == wanted:
                 return stored.id
         return self.max_id + 1
 
@@ -315,13 +327,3 @@ def _refs(refs: list[dict[str, Any]] | None) -> tuple[tuple[str, str, int], ...]
     except (KeyError, TypeError, ValueError):
         raise RegistryError(422, 42201, "Invalid schema: each reference needs a name, a subject and a version") \
             from None
-
-
-def _identity(text: str, schema_type: str, references: tuple[tuple[str, str, int], ...]
-              ) -> tuple[str, str, tuple[tuple[str, str, int], ...]]:
-    """Whitespace and key order do not make a schema new."""
-    try:
-        normal = json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
-    except ValueError:
-        normal = text
-    return normal, schema_type, references
