@@ -44,7 +44,8 @@ PRODUCER_OVERRIDE_PREFIX = "producer.override."
 TABLE_KEYS = ("route-regex", "id-columns", "partition-by", "commit-branch")
 CONVERTER_GROUP = "tabletopic.converters"
 # Converters that read schema ids: they need schema.registry.url, or the worker's built-in registry.
-REGISTRY_CONVERTERS = {"io.confluent.connect.avro.AvroConverter"}
+REGISTRY_CONVERTERS = {"io.confluent.connect.avro.AvroConverter", "io.confluent.connect.protobuf.ProtobufConverter",
+                       "io.confluent.connect.json.JsonSchemaConverter"}
 TRANSFORM_GROUP = "tabletopic.transforms"
 
 
@@ -133,8 +134,9 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "When a table's buffered records exceed this many bytes they are written to data files before the "
         "barrier (and committed at it), bounding the daemon's memory.", minimum=1024),
     Key("tabletopic.buffer.max-bytes", KeyType.LONG, 512 * 1024 * 1024,
-        "Arrow bytes of the rows held for all tables, buffered or being written. Past it the connector "
-        "stops taking fetches and hands its rows to the coordinator for an early commit.", minimum=1024),
+        "Arrow bytes of the rows held for all tables, buffered or being written, with the records fetched and "
+        "not yet taken. Past it the connector pauses its partitions (no rebalance) and hands its rows to the "
+        "coordinator for an early commit, and resumes once they are drained.", minimum=1024),
     Key("tabletopic.offsets.refresh-barriers", KeyType.INT, 10,
         "A table that gets no records still has its offsets committed (a snapshot without files) once this "
         "many barriers have passed, which bounds the replay after a restart.", minimum=1),

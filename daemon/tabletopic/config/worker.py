@@ -93,7 +93,8 @@ WORKER_KEYS: dict[str, Key] = {k.name: k for k in (
     Key("plugin.path", KeyType.STRING, None, "Accepted for compatibility and ignored: plugins are entry points."),
     Key("schema.registry.listeners", KeyType.LIST, [],
         "Serve the built-in Schema Registry (Confluent's REST API) here, e.g. http://127.0.0.1:8081. Empty: off. "
-        "AvroConverters without schema.registry.url then use it.", validator=_registry_listener_problem),
+        "Avro, Protobuf and JSON Schema converters without schema.registry.url then use it.",
+        validator=_registry_listener_problem),
     Key("schema.registry.topic", KeyType.STRING, "_schemas",
         "The compacted topic that holds the built-in registry's schemas; daemons sharing it share schemas."),
     Key("schema.registry.compatibility", KeyType.STRING, "BACKWARD",

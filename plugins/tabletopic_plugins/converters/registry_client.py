@@ -38,8 +38,9 @@ class RegistryUnavailable(SystemUnavailable):
 @dataclass(frozen=True)
 class FetchedSchema:
     id: int
-    schema: Any  # the parsed JSON
+    schema: Any  # the parsed JSON for Avro and JSON Schema; for Protobuf, the base64 descriptor
     references: tuple[tuple[str, str, int], ...]  # (name, subject, version)
+    schema_type: str = "AVRO"
 
 
 class RegistryClient:
@@ -68,19 +69,27 @@ class RegistryClient:
         return cls(urls, float(props.get("schema.registry.request.timeout.ms", "5000")) / 1000, auth,
                    _tls(props))
 
-    def by_id(self, schema_id: int) -> FetchedSchema:
+    def by_id(self, schema_id: int, schema_type: str = "AVRO") -> FetchedSchema:
+        """The schema with this id, which must be of ``schema_type`` (else SchemaNotFound: a bad record)."""
         found = self._by_id.get(schema_id)
         if found is None:
-            body = self._get(f"/schemas/ids/{schema_id}")
-            found = self._by_id[schema_id] = _fetched(schema_id, body)
-        return found
+            found = self._by_id[schema_id] = self._fetch(f"/schemas/ids/{schema_id}", schema_id)
+        return _of_type(found, schema_type)
 
-    def by_version(self, subject: str, version: int) -> FetchedSchema:
+    def by_version(self, subject: str, version: int, schema_type: str = "AVRO") -> FetchedSchema:
         found = self._by_version.get((subject, version))
         if found is None:
-            body = self._get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{version}")
-            found = self._by_version[(subject, version)] = _fetched(int(body["id"]), body)
-        return found
+            path = f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{version}"
+            found = self._by_version[(subject, version)] = self._fetch(path, None)
+        return _of_type(found, schema_type)
+
+    def _fetch(self, path: str, schema_id: int | None) -> FetchedSchema:
+        body = self._get(path)
+        if body.get("schemaType") == "PROTOBUF":
+            # Asked again for its serialized descriptor, which needs no .proto compiler here. Only then:
+            # Confluent's registry refuses the format for other schema types.
+            body = self._get(f"{path}?format=serialized")
+        return _fetched(schema_id if schema_id is not None else int(body["id"]), body)
 
     def _get(self, path: str) -> dict[str, Any]:
         last: Exception | None = None
@@ -108,11 +117,17 @@ class RegistryClient:
 
 
 def _fetched(schema_id: int, body: dict[str, Any]) -> FetchedSchema:
-    kind = body.get("schemaType") or "AVRO"
-    if kind != "AVRO":
-        raise SchemaNotFound(f"schema id {schema_id} is a {kind} schema, not Avro")
+    kind = str(body.get("schemaType") or "AVRO")
     refs = tuple((str(r["name"]), str(r["subject"]), int(r["version"])) for r in body.get("references") or [])
-    return FetchedSchema(schema_id, json.loads(body["schema"]), refs)
+    text = str(body["schema"])
+    return FetchedSchema(schema_id, text if kind == "PROTOBUF" else json.loads(text), refs, kind)
+
+
+def _of_type(found: FetchedSchema, schema_type: str) -> FetchedSchema:
+    if found.schema_type != schema_type:
+        raise SchemaNotFound(f"schema id {found.id} is a {found.schema_type} schema, not {schema_type}; "
+                             "is the converter the one its producer's serializer matches?")
+    return found
 
 
 def _message(exc: urllib.error.HTTPError) -> str:

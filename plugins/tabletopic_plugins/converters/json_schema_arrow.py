@@ -1,0 +1,135 @@
+"""JSON Schema types as Arrow types, and parsed JSON documents as rows of them.
+
+- ``object`` with ``properties`` is a struct of them (in their order); an object with only
+  ``additionalProperties`` (a schema) is a map from string; an object that says neither is
+  its JSON text, as a string;
+- ``array`` is a list of its ``items``; ``integer`` a long (an int where Confluent's
+  ``connect.type`` says int8, int16 or int32); ``number`` a double (a float for float32);
+  ``boolean``; ``string`` (binary where ``connect.type`` is bytes: base64 text);
+- ``["null", X]``, and ``oneOf``/``anyOf`` of null and one X, are a nullable X; any other
+  union is the value's JSON text.
+
+``$ref`` is followed, to other subjects too; a recursive schema has no table type and is
+refused with its path.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from tabletopic.registry.json_schema import JsonSchema
+
+Fix = Callable[[Any], Any]
+_CONNECT_INTS = {"int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64()}
+_MAX_DEPTH = 32
+
+
+class UnsupportedJsonSchema(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class DocumentShape:
+    """How documents of one schema become rows: the Arrow schema, and the per-value work Arrow cannot do."""
+
+    schema: pa.Schema
+    fix: Fix | None  # None: the parsed documents are rows as they are
+
+    def row(self, document: Any) -> dict[str, Any]:
+        if not isinstance(document, dict):
+            raise ValueError(f"the document is a {type(document).__name__}, and the schema's root an object")
+        return self.fix(document) if self.fix is not None else document
+
+
+def document_shape(schema: JsonSchema) -> DocumentShape:
+    root, resolver = schema.resolve(schema.root)
+    kind, fix = _type(schema, root, resolver, "#", 0)
+    if not pa.types.is_struct(kind):
+        raise UnsupportedJsonSchema("the schema's root must be an object with properties, to make table columns")
+    return DocumentShape(pa.schema(list(kind)), fix)
+
+
+def _type(schema: JsonSchema, node: Any, resolver: Any, path: str, depth: int) -> tuple[pa.DataType, Fix | None]:
+    if depth > _MAX_DEPTH:
+        raise UnsupportedJsonSchema(f"{path}: nests deeper than {_MAX_DEPTH} (a recursive schema has no table type)")
+    node, resolver = schema.resolve(node, resolver)
+    if not isinstance(node, dict):
+        return pa.string(), _as_json  # true / {}: anything
+    for key in ("oneOf", "anyOf"):
+        if isinstance(node.get(key), list):
+            branches = [schema.resolve(b, resolver) for b in node[key]]
+            real = [(b, r) for b, r in branches if not (isinstance(b, dict) and b.get("type") == "null")]
+            if len(real) == 1:
+                return _type(schema, real[0][0], real[0][1], f"{path}/{key}", depth + 1)
+            return pa.string(), _as_json
+    kinds = node.get("type")
+    if isinstance(kinds, list):
+        real_kinds = [k for k in kinds if k != "null"]
+        if len(real_kinds) != 1:
+            return pa.string(), _as_json
+        kinds = real_kinds[0]
+    if kinds is None:
+        kinds = "object" if "properties" in node else "array" if "items" in node else None
+    connect = node.get("connect.type")
+    if kinds == "object":
+        return _object(schema, node, resolver, path, depth)
+    if kinds == "array":
+        item_t, item_fix = _type(schema, node.get("items", True), resolver, f"{path}/items", depth + 1)
+        if item_fix is None:
+            return pa.list_(item_t), None
+        return pa.list_(item_t), lambda v: [item_fix(i) if i is not None else None for i in v] \
+            if isinstance(v, list) else v
+    if kinds == "integer":
+        return _CONNECT_INTS.get(connect, pa.int64()), None
+    if kinds == "number":
+        return (pa.float32() if connect == "float32" else pa.float64()), None
+    if kinds == "boolean":
+        return pa.bool_(), None
+    if kinds == "string":
+        if connect == "bytes":
+            return pa.binary(), lambda v: base64.b64decode(v, validate=True) if isinstance(v, str) else v
+        return pa.string(), None
+    return pa.string(), _as_json
+
+
+def _object(schema: JsonSchema, node: dict[str, Any], resolver: Any, path: str, depth: int
+            ) -> tuple[pa.DataType, Fix | None]:
+    properties = node.get("properties")
+    if isinstance(properties, dict) and properties:
+        fields, fixes = [], []
+        for name, child in properties.items():
+            kind, fix = _type(schema, child, resolver, f"{path}/properties/{name}", depth + 1)
+            fields.append(pa.field(name, kind, nullable=True))
+            if fix is not None:
+                fixes.append((name, fix))
+        return pa.struct(fields), (_struct_fix(fixes) if fixes else None)
+    extra = node.get("additionalProperties")
+    if isinstance(extra, dict) and extra:
+        value_t, value_fix = _type(schema, extra, resolver, f"{path}/additionalProperties", depth + 1)
+        if value_fix is None:
+            return pa.map_(pa.string(), value_t), lambda v: list(v.items()) if isinstance(v, dict) else v
+        return pa.map_(pa.string(), value_t), lambda v: [(k, value_fix(x) if x is not None else None)
+                                                          for k, x in v.items()] if isinstance(v, dict) else v
+    return pa.string(), _as_json
+
+
+def _struct_fix(fixes: list[tuple[str, Fix]]) -> Fix:
+    def fix(value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value  # Arrow says what is wrong with it
+        out = dict(value)
+        for name, f in fixes:
+            if out.get(name) is not None:
+                out[name] = f(out[name])
+        return out
+    return fix
+
+
+def _as_json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"))

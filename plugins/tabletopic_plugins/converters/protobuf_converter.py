@@ -1,0 +1,183 @@
+"""Confluent's ``io.confluent.connect.protobuf.ProtobufConverter``: Schema Registry wire format, Protobuf bodies.
+
+Each value is a magic byte 0, a 4-byte big-endian schema id, the message indexes
+(which message of the schema's file: a zig-zag varint count, then one varint per
+level; a single 0 byte stands for ``[0]``, the first message), then the Protobuf
+body.  A batch is grouped by (schema id, message); each group's message class is
+built once from the registry's descriptor, its bodies are parsed by the protobuf
+runtime, and its rows become one Arrow table, so each schema version reaches the
+table as its own part and drives schema evolution, as Avro does.
+
+A record that does not parse, names an unknown id or message, or holds a value
+Arrow refuses fails alone, through ``errors.tolerance``; a registry that cannot be
+reached stops the connector instead (see ``registry_client``).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from google.protobuf import message_factory
+from google.protobuf.message import DecodeError
+
+from tabletopic.convert.converter import ConvertResult, Failure
+from tabletopic.registry.protobuf_schema import InvalidProtobuf, ProtobufSchema, parse
+from tabletopic_plugins.converters.protobuf_arrow import MessageShape, UnsupportedProtobuf, message_shape
+from tabletopic_plugins.converters.registry_client import FetchedSchema, RegistryClient, SchemaNotFound
+
+_MAGIC = 0
+_ID = struct.Struct(">I")
+_MAX_DEPTH = 32
+
+
+@dataclass
+class _Compiled:
+    message: Any  # the generated message class
+    shape: MessageShape
+
+
+class ProtobufConverter:
+    def __init__(self) -> None:
+        self.client: RegistryClient | None = None
+        self._schemas: dict[int, ProtobufSchema | str] = {}  # a str says why the id cannot be used
+        self._compiled: dict[tuple[int, tuple[int, ...]], _Compiled | str] = {}
+
+    def configure(self, props: Mapping[str, str], is_key: bool) -> None:
+        self.client = RegistryClient.from_props(props)
+
+    def convert(self, topic: str, data: Sequence[bytes]) -> ConvertResult:
+        groups: dict[tuple[int, tuple[int, ...]], list[tuple[int, int]]] = {}  # -> (index, body offset)
+        result = ConvertResult()
+        for i, value in enumerate(data):
+            header = _header(value)
+            if isinstance(header, str):
+                result.failures.append(Failure(i, header))
+                continue
+            schema_id, indexes, offset = header
+            groups.setdefault((schema_id, indexes), []).append((i, offset))
+        for key, members in groups.items():
+            compiled = self._compile(*key)
+            if isinstance(compiled, str):
+                result.failures.extend(Failure(i, compiled) for i, _ in members)
+                continue
+            self._decode(compiled, key[0], data, members, result)
+        result.failures.sort(key=lambda f: f.index)
+        return result
+
+    def _decode(self, compiled: _Compiled, schema_id: int, data: Sequence[bytes], members: list[tuple[int, int]],
+                result: ConvertResult) -> None:
+        parse_body, row = compiled.message.FromString, compiled.shape.row
+        rows: list[dict[str, Any]] = []
+        kept: list[int] = []
+        for i, offset in members:
+            try:
+                rows.append(row(parse_body(memoryview(data[i])[offset:])))
+                kept.append(i)
+            except (DecodeError, ValueError, TypeError, KeyError, RecursionError) as exc:
+                result.failures.append(Failure(i, f"Protobuf body does not decode with schema id {schema_id}: "
+                                                  f"{type(exc).__name__}: {exc}"))
+        if rows:
+            self._tabulate(compiled.shape, schema_id, rows, kept, result)
+
+    def _tabulate(self, shape: MessageShape, schema_id: int, rows: list[dict[str, Any]], kept: list[int],
+                  result: ConvertResult) -> None:
+        """Rows to Arrow; a value Arrow refuses (a timestamp out of range, say) fails its record alone."""
+        try:
+            table = pa.Table.from_pylist(rows, schema=shape.schema)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
+            if len(rows) == 1:
+                result.failures.append(Failure(kept[0], f"schema id {schema_id}: {exc}"))
+                return
+            half = len(rows) // 2
+            self._tabulate(shape, schema_id, rows[:half], kept[:half], result)
+            self._tabulate(shape, schema_id, rows[half:], kept[half:], result)
+            return
+        result.parts.extend(ConvertResult.single(table, kept).parts)
+
+    def _compile(self, schema_id: int, indexes: tuple[int, ...]) -> _Compiled | str:
+        key = (schema_id, indexes)
+        found = self._compiled.get(key)
+        if found is None:
+            schema = self._schema(schema_id)
+            if isinstance(schema, str):
+                found = schema
+            else:
+                try:
+                    descriptor = _message_at(schema, indexes)
+                    found = _Compiled(message_factory.GetMessageClass(descriptor), message_shape(descriptor))
+                except (UnsupportedProtobuf, IndexError, KeyError, TypeError) as exc:
+                    found = f"schema id {schema_id}, message {list(indexes)}: {exc}"
+            self._compiled[key] = found
+        return found
+
+    def _schema(self, schema_id: int) -> ProtobufSchema | str:
+        found = self._schemas.get(schema_id)
+        if found is None:
+            assert self.client is not None, "configure() first"
+            try:
+                found = self._parse(self.client.by_id(schema_id, "PROTOBUF"), 0)
+            except SchemaNotFound as exc:
+                found = f"schema id {schema_id} is not in the Schema Registry ({exc})"
+            except (InvalidProtobuf, ValueError) as exc:
+                found = f"schema id {schema_id} cannot be used: {exc}"
+            self._schemas[schema_id] = found
+        return found
+
+    def _parse(self, fetched: FetchedSchema, depth: int) -> ProtobufSchema:
+        if depth > _MAX_DEPTH:
+            raise InvalidProtobuf(f"schema references nest deeper than {_MAX_DEPTH}")
+        assert self.client is not None
+        references = [(name, self._parse(self.client.by_version(subject, version, "PROTOBUF"), depth + 1))
+                      for name, subject, version in fetched.references]
+        return parse(fetched.schema, references)
+
+
+def _header(value: bytes) -> tuple[int, tuple[int, ...], int] | str:
+    """(schema id, message indexes, where the body starts), or why the value is not in the wire format."""
+    if len(value) < 6 or value[0] != _MAGIC:
+        return ("not in the Schema Registry wire format (no magic byte 0, schema id and message indexes); "
+                "was it written with a Protobuf serializer?")
+    schema_id = _ID.unpack_from(value, 1)[0]
+    try:
+        count, pos = _zigzag(value, 5)
+        if count == 0:
+            return schema_id, (0,), pos
+        if not 0 < count <= _MAX_DEPTH:
+            return f"message indexes count {count} is not valid"
+        indexes = []
+        for _ in range(count):
+            index, pos = _zigzag(value, pos)
+            if index < 0:
+                return f"message index {index} is not valid"
+            indexes.append(index)
+    except IndexError:
+        return "the message indexes run past the end of the record"
+    return schema_id, tuple(indexes), pos
+
+
+def _zigzag(data: bytes, pos: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise IndexError("varint too long")
+    return (result >> 1) ^ -(result & 1), pos
+
+
+def _message_at(schema: ProtobufSchema, indexes: tuple[int, ...]) -> Any:
+    """The message descriptor the indexes name: the n-th top-level message, then its m-th nested one, ..."""
+    pool = schema.pool()
+    file = pool.FindFileByName(schema.file.name)
+    descriptor = file.message_types_by_name[schema.file.message_type[indexes[0]].name]
+    for index in indexes[1:]:
+        descriptor = descriptor.nested_types[index]
+    return descriptor
