@@ -10,6 +10,7 @@ the tables give; on revocation it waits for the sink's commit barrier.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any
 
 import faust
@@ -22,6 +23,7 @@ from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig
 from tabletopic.consume.batch_fetch import BatchingApp, Fetch
 from tabletopic.consume.continuity import STALE, Decision, decide
+from tabletopic.consume.topic_watch import TopicWatch
 from tabletopic.convert.records import RawRecords
 from tabletopic.failed_records import RecordFailed
 from tabletopic.kafka_clients import KafkaClients
@@ -71,16 +73,21 @@ class FaustConsumer:
             stream_buffer_maxsize=max(4096, worker.max_poll_records * 2),
             loghandlers=[],
         )
-        topic_kwargs: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw",
-                                        "value_serializer": "raw", "acks": False}
+        self._topic_kwargs: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw",
+                                              "value_serializer": "raw", "acks": False}
+        # Topics are subscribed by the app's conductor, by name; topics.regex is resolved to names by
+        # a watch that also finds topics created later (see topic_watch.py). Fetched records reach the
+        # agent in per-partition batches through an in-memory channel (see batch_fetch.py).
+        self.subscribed: set[str] = set()
+        self._watch: TopicWatch | None = None
         if config.topics_regex is not None:
-            self.topic = self.app.topic(pattern=config.topics_regex.pattern, **topic_kwargs)
+            refresh_ms = int(overrides.get("metadata.max.age.ms", min(config.commit_interval_ms, 300_000)))
+            self._watch = TopicWatch(clients, config.topics_regex, max(1.0, refresh_ms / 1000))
+            # Faust waits 45 s after a subscription change before it resubscribes, to gather changes
+            # made during one rebalance; a topic found by the watch should be read within its interval.
+            self.app.topics._resubscribe_sleep_lock_seconds = 1.0
         else:
-            self.topic = self.app.topic(*(config.topics or []), **topic_kwargs)
-        # The topic is subscribed by the app's conductor; fetched records reach the agent in
-        # per-partition batches through an in-memory channel (see batch_fetch.py). A small
-        # channel bounds what waits there: a full one stops the fetch loop.
-        self.app.topics.add(self.topic)
+            self._subscribe(config.topics or [])
         self.batches = self.app.channel(maxsize=4)
         self.waiting_bytes = 0  # values and keys fetched and not yet taken: they count toward buffer.max-bytes
         self._memory_paused: set[TP] = set()  # partitions paused here because the buffers are full
@@ -94,8 +101,31 @@ class FaustConsumer:
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:
+        if self._watch is not None:
+            self._subscribe(await self._watch.matching())
         await self.app.start()
         self._tasks.append(asyncio.get_running_loop().create_task(self._report_lag(), name="lag"))
+        if self._watch is not None:
+            self._tasks.append(asyncio.get_running_loop().create_task(self._watch_topics(), name="topic-watch"))
+
+    def _subscribe(self, names: Iterable[str]) -> None:
+        new = sorted(set(names) - self.subscribed)
+        if new:
+            self.subscribed.update(new)
+            self.app.topics.add(self.app.topic(*new, **self._topic_kwargs))
+
+    async def _watch_topics(self) -> None:
+        assert self._watch is not None
+        while True:
+            await asyncio.sleep(self._watch.every_s)
+            try:
+                found = await self._watch.matching() - self.subscribed
+            except Exception as exc:  # the broker answers again later; the topics read so far go on
+                self.log.warning("listing topics for topics.regex failed", error=str(exc))
+                continue
+            if found:
+                self.log.info("new topics match topics.regex", topics=sorted(found))
+                self._subscribe(found)
 
     async def drain(self) -> None:
         """Stop handing records to the sink (the final barrier follows)."""
