@@ -233,3 +233,14 @@ def test_validate_command_accepts_a_good_file(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "is valid" in proc.stdout
+
+
+def test_table_topic_mode_names_its_own_tables() -> None:
+    props = {k: v for k, v in GOOD.items() if k not in ("iceberg.tables", "topics")}
+    config = parse_connector({**props, "tabletopic.table-topic.enabled": "true", "topics.regex": r"events\..*"},
+                             WORKER)
+    assert config.table_topic_namespace == "default" and config.dynamic_enabled
+    assert config.auto_create and config.evolve_schema
+    assert "is not used in Table Topic mode" in problems(**{"tabletopic.table-topic.enabled": "true"})
+    assert "tabletopic.table-topic.namespace='a..b'" in problems(**{
+        "tabletopic.table-topic.enabled": "true", "iceberg.tables": None, "tabletopic.table-topic.namespace": "a..b"})

@@ -89,9 +89,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"warning: {warning}")
     topics = config.topics or (config.topics_regex.pattern if config.topics_regex else "")
     print(f"connector {config.name!r} is valid: topics={topics} "
-          f"tables={config.tables or 'dynamic via ' + str(config.route_field)}")
+          f"tables={config.tables or _dynamic_tables(config)}")
     print(f"iceberg.catalog={config.catalog_name}: {config.catalog.describe()}")
     return 0
+
+
+def _dynamic_tables(config: ConnectorConfig) -> str:
+    if config.table_topic_namespace is not None:
+        return f"one per topic in namespace {config.table_topic_namespace} (Table Topic mode)"
+    return f"dynamic via {config.route_field}"
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:

@@ -87,6 +87,14 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
     Key("iceberg.tables", KeyType.LIST, None, "Comma-separated destination tables (namespace.table)."),
     Key("iceberg.tables.dynamic-enabled", KeyType.BOOLEAN, False,
         "Route each record to the table named by its iceberg.tables.route-field value."),
+    Key("tabletopic.table-topic.enabled", KeyType.BOOLEAN, False,
+        "Table Topic mode (as AutoMQ's automq.table.topic.enable): every topic that topics or topics.regex "
+        "matches is written to its own table, named after the topic in tabletopic.table-topic.namespace "
+        "(lower-cased; characters other than letters, digits and _ become _). Tables are created and "
+        "evolved from the records; iceberg.table.<namespace>.<table>.* set each one's id columns and "
+        "partitioning. Not with iceberg.tables or routing."),
+    Key("tabletopic.table-topic.namespace", KeyType.STRING, "default",
+        "Namespace of Table Topic mode's tables (as AutoMQ's automq.table.topic.namespace)."),
     Key("iceberg.tables.route-field", KeyType.STRING, None,
         "Record field used for routing: the table name (dynamic) or the value matched by "
         "iceberg.table.<t>.route-regex (static). Dots reach into structs."),
@@ -215,7 +223,8 @@ class ConnectorConfig:
     value_converter: PluginSpec
     transforms: list[PluginSpec]
     tables: list[str] | None
-    dynamic_enabled: bool
+    dynamic_enabled: bool  # tables found as records arrive: by a route field, or by topic (Table Topic mode)
+    table_topic_namespace: str | None  # Table Topic mode's namespace; None when it is off
     route_field: str | None
     auto_create: bool
     evolve_schema: bool
@@ -345,6 +354,16 @@ def _check_unknown(props: Mapping[str, str], out: Parsed) -> None:
 def _check_tables(values: dict[str, Any], props: Mapping[str, str], out: Parsed) -> None:
     tables, dynamic, route_field = values["iceberg.tables"], values["iceberg.tables.dynamic-enabled"], \
         values["iceberg.tables.route-field"]
+    if values["tabletopic.table-topic.enabled"]:
+        for key in ("iceberg.tables", "iceberg.tables.dynamic-enabled", "iceberg.tables.route-field"):
+            if props.get(key) and values[key]:
+                out.problems.append(Problem(key, props.get(key), "is not used in Table Topic mode "
+                                            "(tabletopic.table-topic.enabled=true): each topic names its table"))
+        namespace = values["tabletopic.table-topic.namespace"]
+        if not re.fullmatch(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*", namespace or ""):
+            out.problems.append(Problem("tabletopic.table-topic.namespace", namespace,
+                                        "a namespace is letters, digits and _, its levels joined by dots"))
+        return
     if tables and dynamic:
         out.problems.append(Problem("iceberg.tables.dynamic-enabled", True,
                                     "cannot be true while iceberg.tables lists static tables; choose one"))
@@ -412,6 +431,7 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
     out.problems.extend(Problem("iceberg.catalog.*", None, why) for why in catalog.problems)
     if out.problems:
         raise ConfigError(out.problems, f"connector {props.get('name', '<unnamed>')!r}")
+    table_topic = bool(values["tabletopic.table-topic.enabled"])  # a topic becomes a table, as it is and as it changes
     return ConnectorConfig(
         name=values["name"],
         topics=values["topics"],
@@ -420,10 +440,11 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
         value_converter=value_conv,
         transforms=transforms,
         tables=values["iceberg.tables"],
-        dynamic_enabled=values["iceberg.tables.dynamic-enabled"],
+        dynamic_enabled=values["iceberg.tables.dynamic-enabled"] or table_topic,
+        table_topic_namespace=values["tabletopic.table-topic.namespace"] if table_topic else None,
         route_field=values["iceberg.tables.route-field"],
-        auto_create=values["iceberg.tables.auto-create-enabled"],
-        evolve_schema=values["iceberg.tables.evolve-schema-enabled"],
+        auto_create=values["iceberg.tables.auto-create-enabled"] or table_topic,
+        evolve_schema=values["iceberg.tables.evolve-schema-enabled"] or table_topic,
         force_optional=values["iceberg.tables.schema-force-optional"],
         case_insensitive=values["iceberg.tables.schema-case-insensitive"],
         upsert_mode=values["iceberg.tables.upsert-mode-enabled"],

@@ -6,10 +6,12 @@
   matches none is not written (the regexes are a filter).
 * Dynamic: the field value, lower-cased, is the table name.  A record without
   a value cannot be routed and is a failure, handled by ``errors.tolerance``.
+* Table Topic mode: the topic names the table (:func:`topic_table`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,6 +37,7 @@ class Router:
         self._path = config.route_field.split(".") if config.route_field else None
         self._case_insensitive = config.case_insensitive
         self._regexes = [(t, config.table(t).route_regex) for t in self._tables]
+        self._table_topic = config.table_topic_namespace
 
     def route(self, records: SinkRecords, tombstones: bool = False) -> Routed:
         """Route ``records``; tombstones (key-only rows) without the route field go nowhere.
@@ -42,6 +45,8 @@ class Router:
         A tombstone normally follows the delete it completes (Debezium writes the delete, then
         the tombstone), so one that cannot be routed is dropped rather than failed.
         """
+        if self._table_topic is not None:
+            return Routed({topic_table(self._table_topic, records.topic): records})
         if self._path is None:
             return Routed({t: records for t in self._tables})
         values = self._route_values(records.value)
@@ -89,6 +94,13 @@ class Router:
         if pa.types.is_nested(column.type):
             return f"route field {'.'.join(self._path)!r} is a {column.type}, not a value that names a table"
         return column if column.type == pa.string() else pc.cast(column, pa.string())
+
+
+def topic_table(namespace: str, topic: str) -> str:
+    """Table Topic mode's table for ``topic``: lower-cased, and every character an Iceberg name part
+    cannot safely hold (a dot would start a namespace level) made ``_``: ``Events.Orders-v2`` is
+    ``<namespace>.events_orders_v2``."""
+    return f"{namespace}.{re.sub(r'[^a-z0-9_]', '_', topic.lower())}"
 
 
 def _table_name(name: str) -> bool:
