@@ -255,3 +255,39 @@ def test_protobuf_and_json_schemas_are_served_with_references_and_their_own_rule
     # A schema of another type may not follow them.
     refused = _refused(client, "users-value", _record("User", _field("name", "string")))
     assert "JSON" in refused.error_message
+
+
+def test_bare_protobuf_is_read_with_the_subjects_latest_schema(registry: SchemaRegistryService) -> None:
+    from google.protobuf import message_factory
+
+    from tabletopic.registry.protobuf_schema import parse
+    from tabletopic_plugins.converters.protobuf_converter import ProtobufConverter
+
+    client = _client(registry)
+    v1 = 'syntax = "proto3";\npackage raw;\nmessage Ping { int64 id = 1; }\nmessage Other { string x = 1; }\n'
+    v2 = v1.replace("int64 id = 1;", "int64 id = 1; string note = 2;")
+
+    def body(proto: str, **fields: Any) -> bytes:
+        cls = message_factory.GetMessageClass(parse(proto, []).pool().FindMessageTypeByName("raw.Ping"))
+        return cls(**fields).SerializeToString()
+
+    converter = ProtobufConverter()
+    converter.configure({"schema.registry.url": registry.url, "use.latest.version": "true",
+                         "latest.cache.ms": "0"}, is_key=False)
+    missing = converter.convert("pings", [body(v1, id=1)])
+    assert "subject pings-value has no schema" in missing.failures[0].reason
+
+    first = client.register_schema("pings-value", Schema(v1, "PROTOBUF"))
+    framed = b"\x00" + first.to_bytes(4, "big") + b"\x00" + body(v1, id=2)
+    got = converter.convert("pings", [body(v1, id=1), framed, b""])  # b"": every field at its default
+    # The bare bodies are read with the latest schema, which is the framed one's too: one batch, in order.
+    assert not got.failures and len(got.parts) == 1
+    assert got.parts[0].table.to_pylist() == [{"id": 1}, {"id": 2}, {"id": 0}]
+    client.register_schema("pings-value", Schema(v2, "PROTOBUF"))
+    later = converter.convert("pings", [body(v2, id=3, note="n")])
+    assert later.parts[0].table.to_pylist() == [{"id": 3, "note": "n"}]
+
+    named = ProtobufConverter()
+    named.configure({"schema.registry.url": registry.url, "use.latest.version": "true",
+                     "message.name": "raw.Nope"}, is_key=False)
+    assert "raw.Nope" in named.convert("pings", [body(v1, id=1)]).failures[0].reason

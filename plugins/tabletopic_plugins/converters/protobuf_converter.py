@@ -8,6 +8,12 @@ built once from the registry's descriptor, its bodies are parsed by the protobuf
 runtime, and its rows become one Arrow table, so each schema version reaches the
 table as its own part and drives schema evolution, as Avro does.
 
+With ``use.latest.version=true`` (AutoMQ's ``by_latest_schema``), a value without the
+header is a bare Protobuf body (one never starts with a 0 byte: field number 0 does not
+exist), decoded with the latest schema of the subject ``<topic>-value`` (``-key`` for keys)
+and its first message, or the one ``message.name`` names; the latest version is asked for
+again once ``latest.cache.ms`` (30 s) has passed.
+
 A record that does not parse, names an unknown id or message, or holds a value
 Arrow refuses fails alone, through ``errors.tolerance``; a registry that cannot be
 reached stops the connector instead (see ``registry_client``).
@@ -16,6 +22,7 @@ reached stops the connector instead (see ``registry_client``).
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +32,7 @@ from google.protobuf import message_factory
 from google.protobuf.message import DecodeError
 
 from tabletopic.convert.converter import ConvertResult, Failure
-from tabletopic.registry.protobuf_schema import InvalidProtobuf, ProtobufSchema, parse
+from tabletopic.registry.protobuf_schema import InvalidProtobuf, ProtobufSchema, messages_in_order, parse
 from tabletopic_plugins.converters.protobuf_arrow import MessageShape, UnsupportedProtobuf, message_shape
 from tabletopic_plugins.converters.registry_client import FetchedSchema, RegistryClient, SchemaNotFound
 
@@ -45,14 +52,30 @@ class ProtobufConverter:
         self.client: RegistryClient | None = None
         self._schemas: dict[int, ProtobufSchema | str] = {}  # a str says why the id cannot be used
         self._compiled: dict[tuple[int, tuple[int, ...]], _Compiled | str] = {}
+        self._use_latest = False
+        self._suffix = "-value"
+        self._message_name: str | None = None
+        self._latest_ttl_s = 30.0
+        self._latest: dict[str, tuple[float, tuple[int, tuple[int, ...]] | str]] = {}  # topic -> (when, found)
 
     def configure(self, props: Mapping[str, str], is_key: bool) -> None:
         self.client = RegistryClient.from_props(props)
+        self._use_latest = props.get("use.latest.version", "false").strip().lower() == "true"
+        self._suffix = "-key" if is_key else "-value"
+        self._message_name = props.get("message.name") or None
+        self._latest_ttl_s = int(props.get("latest.cache.ms", "30000")) / 1000
 
     def convert(self, topic: str, data: Sequence[bytes]) -> ConvertResult:
         groups: dict[tuple[int, tuple[int, ...]], list[tuple[int, int]]] = {}  # -> (index, body offset)
         result = ConvertResult()
         for i, value in enumerate(data):
+            if self._use_latest and value[:1] != b"\x00":
+                latest = self._latest_for(topic)
+                if isinstance(latest, str):
+                    result.failures.append(Failure(i, latest))
+                else:
+                    groups.setdefault(latest, []).append((i, 0))
+                continue
             header = _header(value)
             if isinstance(header, str):
                 result.failures.append(Failure(i, header))
@@ -67,6 +90,30 @@ class ProtobufConverter:
             self._decode(compiled, key[0], data, members, result)
         result.failures.sort(key=lambda f: f.index)
         return result
+
+    def _latest_for(self, topic: str) -> tuple[int, tuple[int, ...]] | str:
+        """(schema id, message indexes) of the subject's latest schema, or why there is none."""
+        now = time.monotonic()
+        cached = self._latest.get(topic)
+        if cached is not None and now - cached[0] < self._latest_ttl_s:
+            return cached[1]
+        assert self.client is not None, "configure() first"
+        subject = topic + self._suffix
+        found: tuple[int, tuple[int, ...]] | str
+        try:
+            fetched = self.client.latest(subject, "PROTOBUF")
+            schema = self._schema(fetched.id)
+            if isinstance(schema, str):
+                found = schema
+            else:
+                names = messages_in_order(schema.file)
+                wanted = self._message_name or names[0]
+                found = (fetched.id, (names.index(wanted),)) if wanted in names else \
+                    f"message.name {wanted!r} is not a top-level message of {subject}'s latest schema ({names})"
+        except SchemaNotFound as exc:
+            found = f"no bare Protobuf without a schema id can be read: subject {subject} has no schema ({exc})"
+        self._latest[topic] = (now, found)
+        return found
 
     def _decode(self, compiled: _Compiled, schema_id: int, data: Sequence[bytes], members: list[tuple[int, int]],
                 result: ConvertResult) -> None:

@@ -83,6 +83,13 @@ class RegistryClient:
             found = self._by_version[(subject, version)] = self._fetch(path, None)
         return _of_type(found, schema_type)
 
+    def latest(self, subject: str, schema_type: str) -> FetchedSchema:
+        """The subject's latest version now (not cached: a new version may come at any time)."""
+        path = f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/latest"
+        found = self._fetch(path, None)
+        self._by_id.setdefault(found.id, found)
+        return _of_type(found, schema_type)
+
     def _fetch(self, path: str, schema_id: int | None) -> FetchedSchema:
         body = self._get(path)
         if body.get("schemaType") == "PROTOBUF":
