@@ -1,8 +1,11 @@
 """``tabletopic demo``: the whole sink on embedded defaults, then a query of the table.
 
 It starts the bundled broker on loopback, creates a topic, produces sample
-clickstream events, runs the sink against a local warehouse for a few commit
-intervals, prints what Spark reads back, and removes everything it made.
+clickstream events as JSON, and Protobuf orders and payments to two ``shop.*``
+topics (their schema in the daemon's built-in Schema Registry), runs the sink
+against a local warehouse for a few commit intervals, a connector for the JSON
+topic and one in Table Topic mode for the Protobuf ones, prints what Spark reads
+back, and removes everything it made.
 With ``--lake`` the warehouse is on S3 behind an Iceberg REST catalog (SeaweedFS
 on loopback), and the demo ends by showing how Spark and DuckDB query it.
 """
@@ -16,16 +19,22 @@ import random
 import shutil
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
+from google.protobuf import message_factory
 
 from tabletopic.commit.source_offsets import read_offsets
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.demo.broker import EmbeddedBroker, create_topic, free_port
 from tabletopic.demo.lake_servers import SeaweedLake, duckdb_offline
+from tabletopic.kafka_clients import KafkaClients
 from tabletopic.ops.logging_setup import configure_logging
+from tabletopic.registry.protobuf_schema import parse as parse_proto
+from tabletopic.registry.service import SchemaRegistryService
+from tabletopic.route.router import topic_table
 from tabletopic.standalone import Standalone
 from tabletopic.write.spark_session import SparkRuntime
 
@@ -36,6 +45,29 @@ INTERVAL_MS = 3000
 PAGES = ["/", "/search", "/product/42", "/product/7", "/cart", "/checkout", "/help"]
 ACTIONS = ["view", "view", "view", "click", "add_to_cart", "purchase"]
 COUNTRIES = ["DE", "FR", "US", "BR", "IN", "JP", "NG"]
+# Table Topic mode: each shop.* topic is its own table in namespace "shop", Protobuf through the registry.
+SHOP_NAMESPACE = "shop"
+SHOP_PROTO = """syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+message Order {
+  int64 order_id = 1;
+  int64 user_id = 2;
+  repeated Line lines = 3;
+  map<string, string> attributes = 4;
+  oneof delivery { string address = 5; string pickup_store = 6; }
+  google.protobuf.Timestamp placed_at = 7;
+  message Line { string sku = 1; int32 quantity = 2; double price = 3; }
+}
+message Payment {
+  int64 order_id = 1;
+  Method method = 2;
+  double amount = 3;
+  google.protobuf.Timestamp paid_at = 4;
+  enum Method { CARD = 0; TRANSFER = 1; WALLET = 2; }
+}
+"""
+SHOP_TOPICS = {"shop.orders": "Order", "shop.payments": "Payment"}
 
 
 def sample_events(n: int, seed: int = 7) -> list[tuple[bytes, bytes, int]]:
@@ -59,18 +91,67 @@ def sample_events(n: int, seed: int = 7) -> list[tuple[bytes, bytes, int]]:
     return events
 
 
-async def _produce(bootstrap: str, events: list[tuple[bytes, bytes, int]]) -> None:
-    await create_topic(bootstrap, TOPIC, PARTITIONS)
+def shop_events(n: int, schema_ids: dict[str, int], seed: int = 11) -> dict[str, list[tuple[bytes, bytes, int]]]:
+    """``n`` orders and a payment for each, framed as Confluent's Protobuf serializer frames them."""
+    pool = parse_proto(SHOP_PROTO, []).pool()
+    order_cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+    payment_cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Payment"))
+    # magic byte, schema id, message index: Order is the file's first message ([0], one 0 byte), Payment
+    # its second (one index, zig-zag encoded: count 1 is 0x02, index 1 is 0x02).
+    frame = {"shop.orders": b"\x00" + schema_ids["shop.orders"].to_bytes(4, "big") + b"\x00",
+             "shop.payments": b"\x00" + schema_ids["shop.payments"].to_bytes(4, "big") + b"\x02\x02"}
+    rng = random.Random(seed)
+    start = int(time.time()) - 3 * 86_400
+    out: dict[str, list[tuple[bytes, bytes, int]]] = {t: [] for t in SHOP_TOPICS}
+    for i in range(n):
+        order = order_cls(order_id=i, user_id=rng.randrange(500), attributes={"channel": rng.choice(["web", "app"])})
+        for _ in range(rng.randint(1, 3)):
+            order.lines.add(sku=f"sku-{rng.randrange(40)}", quantity=rng.randint(1, 4),
+                            price=rng.randrange(199, 9999) / 100)
+        if i % 3:
+            order.address = f"{rng.randrange(1, 200)} Main St"
+        else:
+            order.pickup_store = rng.choice(["north", "south"])
+        order.placed_at.seconds = start + i * 20
+        amount = round(sum(line.price * line.quantity for line in order.lines), 2)
+        payment = payment_cls(order_id=i, method=rng.randrange(3), amount=amount)
+        payment.paid_at.seconds = start + i * 20 + rng.randrange(60, 600)
+        key = str(i).encode()
+        out["shop.orders"].append((key, frame["shop.orders"] + order.SerializeToString(), i % 2))
+        out["shop.payments"].append((key, frame["shop.payments"] + payment.SerializeToString(), i % 2))
+    return out
+
+
+def register_shop_schema(bootstrap: str, schemas_topic: str) -> dict[str, int]:
+    """Register the shop schema under each topic's subject, in the topic the daemon's registry reads."""
+    registry = SchemaRegistryService("http://127.0.0.1:0", KafkaClients([bootstrap], {}), schemas_topic, "BACKWARD")
+    registry.start()
+    try:
+        ids = {}
+        for topic in SHOP_TOPICS:
+            body = json.dumps({"schema": SHOP_PROTO, "schemaType": "PROTOBUF"}).encode()
+            request = urllib.request.Request(f"{registry.url}/subjects/{topic}-value/versions", data=body,
+                                             method="POST", headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                ids[topic] = int(json.loads(answer.read())["id"])
+        return ids
+    finally:
+        registry.stop()
+
+
+async def _produce(bootstrap: str, topics: dict[str, list[tuple[bytes, bytes, int]]]) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False, linger_ms=5)
     await producer.start()
     try:
-        sends = [await producer.send(TOPIC, value=v, key=k, partition=p) for k, v, p in events]
-        await asyncio.gather(*sends)
+        for topic, events in topics.items():
+            await create_topic(bootstrap, topic, PARTITIONS if topic == TOPIC else 2)
+            sends = [await producer.send(topic, value=v, key=k, partition=p) for k, v, p in events]
+            await asyncio.gather(*sends)
     finally:
         await producer.stop()
 
 
-async def _run_sink(daemon: Standalone, expected: int, intervals: int) -> None:
+async def _run_sink(daemon: Standalone, expected: int, shop: int, intervals: int) -> None:
     runner = asyncio.ensure_future(daemon.run())
     deadline = time.monotonic() + max(intervals * INTERVAL_MS / 1000 + 60, 120)
     started = time.monotonic()
@@ -78,8 +159,12 @@ async def _run_sink(daemon: Standalone, expected: int, intervals: int) -> None:
         await asyncio.sleep(1)
         if time.monotonic() - started < intervals * INTERVAL_MS / 1000:
             continue
-        task = daemon.connectors[0].task if daemon.connectors else None
-        if task is not None and sum(task.committed_offsets(TABLE).values()) >= expected:
+        if len(daemon.connectors) < 2:
+            continue
+        clicks, tables = daemon.connectors[0].task, daemon.connectors[1].task
+        shop_done = all(sum(o for (t, _), o in tables.committed_offsets(topic_table(SHOP_NAMESPACE, topic)).items()
+                            if t == topic) >= shop for topic in SHOP_TOPICS)
+        if sum(clicks.committed_offsets(TABLE).values()) >= expected and shop_done:
             break
     daemon.stop_requested.set()
     code = await runner
@@ -87,22 +172,26 @@ async def _run_sink(daemon: Standalone, expected: int, intervals: int) -> None:
         raise RuntimeError(f"the sink stopped with exit code {code}")
 
 
-def run_demo(records: int = 20_000, intervals: int = 3, keep: bool = False, lake: bool = False) -> int:
+def run_demo(records: int = 20_000, intervals: int = 3, keep: bool = False, lake: bool = False,
+             orders: int = 2_000) -> int:
     configure_logging("INFO", "console")
     work = Path(tempfile.mkdtemp(prefix="tabletopic-demo-"))
     print(f"== tabletopic demo in {work}")
     try:
         with EmbeddedBroker(log_path=work / "broker.log") as broker, \
                 (SeaweedLake(work) if lake else contextlib.nullcontext()) as weed:
-            print(f"== broker on {broker.bootstrap_servers}; producing {records:,} clickstream events to {TOPIC!r}")
-            events = sample_events(records)
-            asyncio.run(_produce(broker.bootstrap_servers, events))
-            port = free_port()
+            print(f"== broker on {broker.bootstrap_servers}; producing {records:,} clickstream events (JSON) to "
+                  f"{TOPIC!r}, and {orders:,} orders and payments (Protobuf) to {', '.join(SHOP_TOPICS)}")
+            schema_ids = register_shop_schema(broker.bootstrap_servers, "_schemas")
+            asyncio.run(_produce(broker.bootstrap_servers, {TOPIC: sample_events(records),
+                                                            **shop_events(orders, schema_ids)}))
+            port, registry_port = free_port(), free_port()
             worker = parse_worker({
                 "bootstrap.servers": broker.bootstrap_servers,
                 "value.converter": "org.apache.kafka.connect.json.JsonConverter",
                 "value.converter.schemas.enable": "false",
                 "listeners": f"http://127.0.0.1:{port}",
+                "schema.registry.listeners": f"http://127.0.0.1:{registry_port}",
                 "consumer.session.timeout.ms": "6000",
                 "log.format": "console",
             })
@@ -124,14 +213,24 @@ def run_demo(records: int = 20_000, intervals: int = 3, keep: bool = False, lake
                 "iceberg.control.commit.interval-ms": str(INTERVAL_MS),
                 **catalog,
             }, worker)
-            print(f"== sink running (metrics on http://127.0.0.1:{port}/metrics), "
-                  f"commit interval {INTERVAL_MS} ms, warehouse {where}")
+            shop = parse_connector({
+                "name": "shop-tables",
+                "topics.regex": r"shop\..*",
+                "tabletopic.table-topic.enabled": "true",
+                "tabletopic.table-topic.namespace": SHOP_NAMESPACE,
+                "value.converter": "io.confluent.connect.protobuf.ProtobufConverter",
+                "iceberg.control.commit.interval-ms": str(INTERVAL_MS),
+                **catalog,
+            }, worker)
+            print(f"== sink running (metrics on http://127.0.0.1:{port}/metrics, Schema Registry on "
+                  f"http://127.0.0.1:{registry_port}), commit interval {INTERVAL_MS} ms, warehouse {where}")
             # Ours, so it outlives the sink for the query below.
             spark = SparkRuntime(worker.spark_conf, lake=connector.catalog.needs_lake_jars)
-            daemon = Standalone(worker, [connector], spark)
+            daemon = Standalone(worker, [connector, shop], spark)
             try:
-                asyncio.run(_run_sink(daemon, records, intervals))
+                asyncio.run(_run_sink(daemon, records, orders, intervals))
                 _show(daemon, connector.catalog_name, connector.group_id, records)
+                _show_shop(daemon, shop.catalog_name, orders)
                 if weed is not None:
                     _show_lake(daemon, connector.catalog_name, weed)
             finally:
@@ -191,3 +290,21 @@ def _show(daemon: Standalone, catalog: str, group: str, expected: int) -> None:
           f"{ {f'{t}[{p}]': o for (t, p), o in sorted(offsets.items())} }")
     if total != expected:
         raise RuntimeError(f"the table has {total} rows but {expected} events were produced")
+
+
+def _show_shop(daemon: Standalone, catalog: str, expected: int) -> None:
+    """The Table Topic mode tables: one per shop.* topic, made from the Protobuf schema."""
+    spark = daemon.spark.activate()
+    orders, payments = (f"{catalog}.{topic_table(SHOP_NAMESPACE, t)}" for t in SHOP_TOPICS)
+    print(f"\n== Table Topic mode: {orders} and {payments}, one table per topic, from the Protobuf schema")
+    for table in (orders, payments):
+        n = spark.sql(f"SELECT count(*) AS n FROM {table}").collect()[0].n
+        print(f"-- {table}: {n:,} rows (produced {expected:,})")
+        if n != expected:
+            raise RuntimeError(f"{table} has {n} rows but {expected} messages were produced")
+    spark.sql(f"DESCRIBE {orders}").show(truncate=False)
+    print("-- revenue by payment method and delivery")
+    spark.sql(f"""SELECT p.method, IF(o.delivery.address IS NOT NULL, 'address', 'pickup') AS delivery,
+                  count(*) AS orders, round(sum(p.amount), 2) AS revenue
+                  FROM {orders} o JOIN {payments} p ON o.order_id = p.order_id
+                  GROUP BY 1, 2 ORDER BY 4 DESC""").show()
