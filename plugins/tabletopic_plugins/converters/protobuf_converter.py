@@ -117,31 +117,31 @@ class ProtobufConverter:
 
     def _decode(self, compiled: _Compiled, schema_id: int, data: Sequence[bytes], members: list[tuple[int, int]],
                 result: ConvertResult) -> None:
-        parse_body, row = compiled.message.FromString, compiled.shape.row
-        rows: list[dict[str, Any]] = []
+        parse_body = compiled.message.FromString
+        messages: list[Any] = []
         kept: list[int] = []
         for i, offset in members:
             try:
-                rows.append(row(parse_body(memoryview(data[i])[offset:])))
+                messages.append(parse_body(memoryview(data[i])[offset:]))
                 kept.append(i)
-            except (DecodeError, ValueError, TypeError, KeyError, RecursionError) as exc:
+            except (DecodeError, ValueError, TypeError, RecursionError) as exc:
                 result.failures.append(Failure(i, f"Protobuf body does not decode with schema id {schema_id}: "
                                                   f"{type(exc).__name__}: {exc}"))
-        if rows:
-            self._tabulate(compiled.shape, schema_id, rows, kept, result)
+        if messages:
+            self._tabulate(compiled.shape, schema_id, messages, kept, result)
 
-    def _tabulate(self, shape: MessageShape, schema_id: int, rows: list[dict[str, Any]], kept: list[int],
+    def _tabulate(self, shape: MessageShape, schema_id: int, messages: list[Any], kept: list[int],
                   result: ConvertResult) -> None:
-        """Rows to Arrow; a value Arrow refuses (a timestamp out of range, say) fails its record alone."""
+        """Messages to Arrow columns; a value Arrow refuses (a uint64 past 2^63, say) fails its record alone."""
         try:
-            table = pa.Table.from_pylist(rows, schema=shape.schema)
+            table = shape.table(messages)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
-            if len(rows) == 1:
+            if len(messages) == 1:
                 result.failures.append(Failure(kept[0], f"schema id {schema_id}: {exc}"))
                 return
-            half = len(rows) // 2
-            self._tabulate(shape, schema_id, rows[:half], kept[:half], result)
-            self._tabulate(shape, schema_id, rows[half:], kept[half:], result)
+            half = len(messages) // 2
+            self._tabulate(shape, schema_id, messages[:half], kept[:half], result)
+            self._tabulate(shape, schema_id, messages[half:], kept[half:], result)
             return
         result.parts.extend(ConvertResult.single(table, kept).parts)
 
