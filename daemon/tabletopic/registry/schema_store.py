@@ -22,6 +22,7 @@ from tabletopic.registry.avro_compatibility import LEVELS
 from tabletopic.registry.schema_types import Parsed
 
 DEFAULT_LEVEL = "BACKWARD"
+_RECENT = 16
 
 
 class RegistryError(Exception):
@@ -93,6 +94,9 @@ class SchemaStore:
     max_id: int = 0
     _parsed: dict[int, Parsed] = field(default_factory=dict)
     _identities: dict[int, tuple[str, str, tuple[tuple[str, str, int], ...]]] = field(default_factory=dict)
+    # A registration reads its schema several times (to plan, to look it up, to pick its id); .proto text
+    # costs a protoc run each time, so the last few texts read are kept.
+    _recent: dict[tuple[str, str, tuple[int, ...], tuple[str, ...]], Parsed] = field(default_factory=dict)
 
     # -- replaying the log --------------------------------------------------------------------------
     def apply(self, key: dict[str, Any], value: dict[str, Any] | None) -> None:
@@ -211,6 +215,7 @@ class SchemaStore:
             raise RegistryError(422, 42201, f"Invalid schema: unknown schemaType {schema_type!r}; one of "
                                 f"{', '.join(schema_types.TYPES)}")
         targets: list[tuple[str, Parsed]] = []
+        ids: list[int] = []
         for name, subject, version in references:
             try:
                 target = self.version(subject, str(version))
@@ -218,10 +223,19 @@ class SchemaStore:
                 raise RegistryError(422, 42201, f"Invalid schema: the reference {subject} version {version} "
                                     "does not exist") from None
             targets.append((name, self.parsed(target.id)))
+            ids.append(target.id)
+        key = (text, schema_type, tuple(ids), tuple(name for name, _ in targets))
+        found = self._recent.get(key)
+        if found is not None:
+            return found
         try:
-            return schema_types.parse(schema_type, text, targets)
+            found = schema_types.parse(schema_type, text, targets)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:  # each type's Invalid* is a ValueError
             raise RegistryError(422, 42201, f"Invalid schema: {exc}") from None
+        if len(self._recent) >= _RECENT:
+            self._recent.pop(next(iter(self._recent)))
+        self._recent[key] = found
+        return found
 
     def lookup(self, subject: str, text: str, schema_type: str, refs: list[dict[str, Any]],
                deleted: bool = False) -> tuple[Version, StoredSchema]:
