@@ -10,6 +10,7 @@ the tables give; on revocation it waits for the sink's commit barrier.
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import Iterable
 from typing import Any
 
@@ -90,6 +91,7 @@ class FaustConsumer:
             self._subscribe(config.topics or [])
         self.batches = self.app.channel(maxsize=4)
         self.waiting_bytes = 0  # values and keys fetched and not yet taken: they count toward buffer.max-bytes
+        self._waiting: collections.deque[int] = collections.deque()  # each waiting fetch's bytes, in channel order
         self._memory_paused: set[TP] = set()  # partitions paused here because the buffers are full
         self.app.deliver_batch = self._deliver
         self.app.on_drained = lambda wall, cpu: task.metrics.add_stage("fetch", wall, cpu)
@@ -160,13 +162,15 @@ class FaustConsumer:
 
     # -- the agent --------------------------------------------------------------------------------
     async def _deliver(self, fetch: Fetch) -> None:
-        self.waiting_bytes += _size(fetch)
+        size = _size(fetch)  # once per fetch: the channel is first in, first out, so _consume pops it
+        self._waiting.append(size)
+        self.waiting_bytes += size
         await self.batches.put(fetch)
 
     async def _consume(self, stream: faust.StreamT) -> None:
         async for fetch in stream:
             generations, batches = fetch
-            self.waiting_bytes = max(0, self.waiting_bytes - _size(fetch))
+            self.waiting_bytes -= self._waiting.popleft() if self._waiting else 0
             await self._running.wait()
             if self._draining or self.fatal is not None:
                 continue
