@@ -60,7 +60,8 @@ class CommitState:
         return sorted(self.partitions - self.covered)
 
 
-def judge(answers: Iterable[Answer], recorded: dict[str, dict[TopicPartition, int]]) -> Judgement:
+def judge(answers: Iterable[Answer], recorded: dict[str, dict[TopicPartition, int]],
+          clean: dict[str, dict[TopicPartition, int]] | None = None) -> Judgement:
     """Accept each answer whose rows continue what the tables record, and no two that overlap.
 
     ``recorded`` is what every known table records for this connector now.  An answer is
@@ -68,12 +69,18 @@ def judge(answers: Iterable[Answer], recorded: dict[str, dict[TopicPartition, in
     (so its rows were cut against the present, not against a state another commit has moved
     past) and its range starts at the newest recorded offset.  That is what makes a resent, late,
     replayed or zombie answer harmless: it is committed once at most.
+
+    ``clean`` holds, per table, offsets past what it records up to which the coordinator's own
+    committed rounds hold no rows for it (records that went to other tables, to the dead-letter
+    topic, or nowhere): a range may start there, as if the table recorded it.
     """
+    effective = {t: {tp: max(o, (clean or {}).get(t, {}).get(tp, o)) for tp, o in offs.items()}
+                 for t, offs in recorded.items()}
     accepted: list[Answer] = []
     rejected: dict[str, str] = {}
     claimed: set[TopicPartition] = set()
     for answer in answers:
-        why = _why_not(answer, recorded, claimed)
+        why = _why_not(answer, recorded, effective, claimed)
         if why is None:
             accepted.append(answer)
             claimed |= set(answer.ranges)
@@ -83,14 +90,14 @@ def judge(answers: Iterable[Answer], recorded: dict[str, dict[TopicPartition, in
 
 
 def _why_not(answer: Answer, recorded: dict[str, dict[TopicPartition, int]],
-             claimed: set[TopicPartition]) -> str | None:
+             effective: dict[str, dict[TopicPartition, int]], claimed: set[TopicPartition]) -> str | None:
     if answer.tables and not answer.ranges:
         return "files without offset ranges: nothing says which records they hold"
     overlap = claimed & set(answer.ranges)
     if overlap:
         return f"another answer in this round already covers {_names(overlap)}"
     for tp, (start, _) in answer.ranges.items():
-        known = [offsets[tp] for offsets in recorded.values() if tp in offsets]
+        known = [offsets[tp] for offsets in effective.values() if tp in offsets]
         if known and start > max(known):
             return f"{_name(tp)} starts at {start}, past what the tables record ({max(known)}): a gap"
     # A range may end at or below what a table records: a worker read again from an older offset (a
@@ -100,10 +107,11 @@ def _why_not(answer: Answer, recorded: dict[str, dict[TopicPartition, int]],
     # once no record follows it. A resent answer that is already in is refused by its floors below.
     for table in {*answer.floors, *answer.tables}:
         floors, offsets = answer.floors.get(table, {}), recorded.get(table, {})
+        reach = effective.get(table, {})
         for tp, (start, _) in answer.ranges.items():
             if offsets.get(tp) != floors.get(tp):
                 return f"table {table} records {offsets.get(tp)} for {_name(tp)}, the rows were cut at {floors.get(tp)}"
-            if tp in offsets and start > offsets[tp]:
+            if tp in reach and start > reach[tp]:
                 return f"{_name(tp)} starts at {start}, past what {table} records ({offsets[tp]})"
     return None
 
@@ -114,3 +122,26 @@ def _name(tp: TopicPartition) -> str:
 
 def _names(tps: Iterable[TopicPartition]) -> str:
     return ", ".join(_name(tp) for tp in sorted(tps))
+
+
+def clean_after(accepted: Iterable[Answer], with_files: Iterable[str], recorded: dict[str, dict[TopicPartition, int]],
+                clean: dict[str, dict[TopicPartition, int]]) -> dict[str, dict[TopicPartition, int]]:
+    """``clean`` (see :func:`judge`) once a round that committed ``accepted`` has landed.
+
+    ``recorded`` is what the tables record after it. A table that got no files in the round, and
+    held or was clean up to where an accepted range began, is clean up to where the range ends:
+    the round's answers held no rows for it there.
+    """
+    files = set(with_files)
+    out = {t: dict(o) for t, o in clean.items()}
+    for answer in accepted:
+        for tp, (start, end) in answer.ranges.items():
+            for table, offsets in recorded.items():
+                if table in files or tp not in offsets:
+                    continue
+                reach = max(offsets[tp], out.get(table, {}).get(tp, offsets[tp]))
+                if reach >= start and end > offsets[tp]:
+                    out.setdefault(table, {})[tp] = max(reach, end)
+    # What a table now records itself needs no memory.
+    kept = {t: {tp: o for tp, o in offs.items() if o > recorded.get(t, {}).get(tp, -1)} for t, offs in out.items()}
+    return {t: offs for t, offs in kept.items() if offs}

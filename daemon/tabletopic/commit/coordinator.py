@@ -22,7 +22,7 @@ from typing import Protocol
 import structlog
 from aiokafka.errors import KafkaError
 
-from tabletopic.commit.commit_state import CommitState, judge
+from tabletopic.commit.commit_state import CommitState, clean_after, judge
 from tabletopic.commit.events import Answer, Message, Start, TableFiles, TopicPartition, Verdict
 from tabletopic.commit.table_commits import RoundOutcome
 from tabletopic.commit.worker import Sender
@@ -81,6 +81,9 @@ class Coordinator:
         self.last_error: str | None = None
         self._last_progress = clock()  # the end of the last round that committed, or when we took the role
         self._answers: dict[str, Answer] = {}  # answers with data, by id, until a round judges them
+        # Per table, offsets past what it records that this coordinator's committed rounds hold no rows
+        # for (see commit_state.judge); forgotten with the epoch and after any failed round.
+        self._clean: dict[str, dict[TopicPartition, int]] = {}
         self._round: CommitState | None = None
         self._round_done = asyncio.Event()
         self._wake = asyncio.Event()
@@ -94,6 +97,7 @@ class Coordinator:
         if leader and (not self.leader or generation != self.epoch):
             self.epoch = generation
             self._answers.clear()
+            self._clean = {}
             self._tables.reset()  # read the tables afresh: an earlier coordinator may have committed
             self._last_progress = self._clock()
             self._log.info("coordinating commits", epoch=generation, partitions=len(partitions))
@@ -237,7 +241,7 @@ class Coordinator:
             else:
                 rejected[answer.answer_id] = why
         names = {t for a in valid for t in (*a.floors, *a.tables)}
-        judgement = judge(valid, await asyncio.to_thread(self._tables.recorded, names))
+        judgement = judge(valid, await asyncio.to_thread(self._tables.recorded, names), self._clean)
         rejected.update(judgement.rejected)
         for answer_id, why in rejected.items():
             self._log.info("answer rejected; its worker reads again from the tables", answer=answer_id[:12],
@@ -253,11 +257,13 @@ class Coordinator:
             self.last_error = None
             self._last_progress = self._clock()
             offsets = await asyncio.to_thread(self._tables.recorded)
+            self._clean = clean_after(judgement.accepted, judgement.tables(), offsets, self._clean)
         else:
             # Nothing of this round counts as committed for the workers unless every table took it.
             why = "; ".join(f"{t}: {w}" for t, w in outcome.failed.items())
             rejected.update({a: f"the commit failed: {why}" for a in accepted})
             accepted, offsets = [], {}
+            self._clean = {}
             self.last_error = why
         await self._channel.send(Verdict(self.connector, state.commit_id, self.epoch, tuple(accepted), rejected,
                                          offsets))
