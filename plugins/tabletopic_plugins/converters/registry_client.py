@@ -94,7 +94,7 @@ class RegistryClient:
         body = self._get(path)
         if body.get("schemaType") == "PROTOBUF":
             # Asked again for its serialized descriptor, which needs no .proto compiler here. Only then:
-            # Confluent's registry refuses the format for other schema types.
+            # the format is Protobuf's, and other schemas are read as they are, from any registry.
             body = self._get(f"{path}?format=serialized")
         return _fetched(schema_id if schema_id is not None else int(body["id"]), body)
 
