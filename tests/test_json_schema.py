@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 from typing import Any
 
@@ -24,6 +25,7 @@ from tests.support import (
 )
 
 JSON_SCHEMA = "io.confluent.connect.json.JsonSchemaConverter"
+AT = datetime.datetime(2026, 11, 1, tzinfo=datetime.timezone.utc)
 
 
 def order_schema(version: int) -> dict[str, Any]:
@@ -41,6 +43,8 @@ def order_schema(version: int) -> dict[str, Any]:
         "pay": {"oneOf": [{"type": "null"}, {"type": "object", "properties": {
             "card": {"type": ["null", "string"]}, "cash": {"type": ["null", "integer"]}}}]},
         "amount": {"type": "integer", "connect.type": "int32"},
+        "at": {"type": "string", "format": "date-time"},
+        "paid_ms": {"type": "integer", "title": "org.apache.kafka.connect.data.Timestamp", "connect.type": "int64"},
     }
     if version >= 2:
         props["qty"] = {"type": ["null", "integer"]}
@@ -54,7 +58,9 @@ def order_schema(version: int) -> dict[str, Any]:
 
 def order(version: int, i: int) -> dict[str, Any]:
     value: dict[str, Any] = {"id": i, "amount": i, "customer": {"name": f"c{i}"}, "lines": [f"l{i}", "x"],
-                             "tags": {"a": i}, "pay": {"card": f"card{i}"} if i % 2 else {"cash": i * 10}}
+                             "tags": {"a": i}, "pay": {"card": f"card{i}"} if i % 2 else {"cash": i * 10},
+                             "at": (AT + datetime.timedelta(seconds=i)).isoformat().replace("+00:00", "Z"),
+                             "paid_ms": int((AT + datetime.timedelta(seconds=i)).timestamp() * 1000) + 250}
     if version >= 2:
         value["qty"] = 1_000 + i
         if i % 3 == 0:
@@ -114,6 +120,9 @@ def test_v1_v2_v3_json_schema_from_the_registry_evolve_one_table(bootstrap: str,
     dead = read_topic(bootstrap, dlq, 2)
     assert sorted(v for v, _ in dead) == sorted(bad)
     rows = {r.id: r for r in warehouse.rows(table, "id, amount, customer, lines, tags, pay, qty, ship, extra")}
+    java = warehouse.table(table)
+    assert str(java.schema().findField("at").type()) == "timestamptz"
+    assert str(java.schema().findField("paid_ms").type()) == "timestamptz"
     assert sorted(rows) == list(range(180))
     r5, r60, r150 = rows[5], rows[60], rows[150]
     assert (r5.customer.name, r5.customer.email, r5.qty, r5.ship, r5.extra) == ("c5", None, None, None, None)
@@ -121,10 +130,10 @@ def test_v1_v2_v3_json_schema_from_the_registry_evolve_one_table(bootstrap: str,
     assert (r5.pay.card, r5.pay.cash) == ("card5", None) and (r60.pay.card, r60.pay.cash) == (None, 600)
     assert (r60.customer.email, r60.qty) == ("c60@example.org", 1_060)
     assert (r150.ship.city, r150.ship.zip, json.loads(r150.extra)) == ("city150", 150, {"k": [150]})
-    java = warehouse.table(table)
     assert str(java.schema().findField("amount").type()) == "int"
     assert str(java.schema().findField("tags").type()) == "map<string, long>"
     duck = duckdb_connection().execute(
-        "SELECT count(*), count(qty), count(ship.city), count(customer.email), sum(amount), count(pay.card) "
-        f"FROM iceberg_scan('{warehouse.location(table)}')").fetchone()
-    assert duck == (180, 120, 60, 40, sum(range(180)), 90)
+        "SELECT count(*), count(qty), count(ship.city), count(customer.email), sum(amount), count(pay.card), "
+        f"min(\"at\"), max(paid_ms) FROM iceberg_scan('{warehouse.location(table)}')").fetchone()
+    assert duck[:6] == (180, 120, 60, 40, sum(range(180)), 90)
+    assert duck[6] == AT and duck[7] == AT + datetime.timedelta(seconds=179, milliseconds=250)

@@ -6,6 +6,9 @@
 - ``array`` is a list of its ``items``; ``integer`` a long (an int where Confluent's
   ``connect.type`` says int8, int16 or int32); ``number`` a double (a float for float32);
   ``boolean``; ``string`` (binary where ``connect.type`` is bytes: base64 text);
+- timestamps, as Confluent's JsonSchemaConverter writes Connect's ``Timestamp`` (an integer of
+  milliseconds titled ``org.apache.kafka.connect.data.Timestamp``) and as JSON Schema says them
+  (a string of ``format: date-time``, RFC 3339), are timestamptz; ``format: date`` is a date;
 - ``["null", X]``, and ``oneOf``/``anyOf`` of null and one X, are a nullable X; any other
   union is the value's JSON text.
 
@@ -16,6 +19,7 @@ refused with its path.
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +30,8 @@ import pyarrow as pa
 from tabletopic.registry.json_schema import JsonSchema
 
 Fix = Callable[[Any], Any]
+TIMESTAMP_UTC = pa.timestamp("us", tz="UTC")
+_CONNECT_TIMESTAMP = "org.apache.kafka.connect.data.Timestamp"
 _CONNECT_INTS = {"int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64()}
 _MAX_DEPTH = 32
 
@@ -86,6 +92,8 @@ def _type(schema: JsonSchema, node: Any, resolver: Any, path: str, depth: int) -
         return pa.list_(item_t), lambda v: [item_fix(i) if i is not None else None for i in v] \
             if isinstance(v, list) else v
     if kinds == "integer":
+        if node.get("title") == _CONNECT_TIMESTAMP:
+            return TIMESTAMP_UTC, lambda v: v * 1000 if isinstance(v, int) and not isinstance(v, bool) else v
         return _CONNECT_INTS.get(connect, pa.int64()), None
     if kinds == "number":
         return (pa.float32() if connect == "float32" else pa.float64()), None
@@ -94,6 +102,10 @@ def _type(schema: JsonSchema, node: Any, resolver: Any, path: str, depth: int) -
     if kinds == "string":
         if connect == "bytes":
             return pa.binary(), lambda v: base64.b64decode(v, validate=True) if isinstance(v, str) else v
+        if node.get("format") == "date-time":
+            return TIMESTAMP_UTC, _instant
+        if node.get("format") == "date":
+            return pa.date32(), lambda v: datetime.date.fromisoformat(v) if isinstance(v, str) else v
         return pa.string(), None
     return pa.string(), _as_json
 
@@ -133,3 +145,11 @@ def _struct_fix(fixes: list[tuple[str, Fix]]) -> Fix:
 
 def _as_json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, separators=(",", ":"))
+
+
+def _instant(value: Any) -> Any:
+    """An RFC 3339 date-time as a point in time; one without an offset is taken as UTC."""
+    if not isinstance(value, str):
+        return value  # Arrow says what is wrong with it
+    parsed = datetime.datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.timezone.utc)
