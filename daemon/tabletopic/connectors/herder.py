@@ -375,9 +375,9 @@ class Herder:
     # -- what the REST API shows -------------------------------------------------------------------------
     def tasks(self, name: str) -> list[TaskStatus]:
         spec = self.spec(name)
-        if spec.target is TargetState.STOPPED:
-            return []
         runtime = self.runtimes.get(name)
+        if spec.target is TargetState.STOPPED and runtime is None:
+            return []
         if runtime is not None:
             self._publish(runtime)  # its topics change without its state changing
         return sorted(self.board.tasks(name), key=lambda t: t.worker_id)
@@ -386,6 +386,11 @@ class Herder:
         spec = self.spec(name)
         if name in self.problems:
             return FAILED, self.problems[name]
+        runtime = self.runtimes.get(name)
+        if spec.target is TargetState.STOPPED and runtime is not None:
+            # Still stopping (its final commit, leaving the group): STOPPED once its runtime is gone, as
+            # Connect shows it, so that a client waiting for STOPPED may then change its offsets.
+            return runtime.state, None
         return spec.target.value, None
 
     def topics(self, name: str) -> list[str]:
