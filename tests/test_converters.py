@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime as dt
 import decimal
@@ -87,6 +88,13 @@ def test_string_and_bytearray_converters_in_one_process(bootstrap: str, spark: S
     async def scrape(daemon: object) -> None:
         port = daemon.http.port  # type: ignore[attr-defined]
         async with aiohttp.ClientSession() as http:
+            # The connectors own their partitions a moment before start-up is over: /ready says 503
+            # ("starting connectors") until it is, and must then say 200.
+            for _ in range(100):
+                async with http.get(f"http://127.0.0.1:{port}/ready") as response:
+                    if response.status == 200:
+                        break
+                await asyncio.sleep(0.3)
             for path in ("/health", "/ready", "/connectors", "/metrics"):
                 async with http.get(f"http://127.0.0.1:{port}{path}") as response:
                     scraped[path] = (response.status, await response.text())
