@@ -9,9 +9,9 @@ their Kafka Connect class name in the ``tabletopic.converters`` entry-point grou
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -63,3 +63,24 @@ def load_converter(spec: PluginSpec, is_key: bool) -> Converter:
 def python_rows_to_table(rows: list[dict[str, object]], schema: pa.Schema | None = None) -> pa.Table:
     """Slow path for values that need per-field Python work; kept in one place to find it."""
     return pa.Table.from_pylist(rows, schema=schema)
+
+
+# What Arrow raises for a value it cannot hold (a timestamp out of range, a string in a long column).
+_VALUE_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError)
+
+
+def tabulate_isolating(build: Callable[[list[Any]], pa.Table], items: list[Any], kept: list[int], schema_id: int,
+                       result: ConvertResult) -> None:
+    """``build(items)`` into ``result``, ``kept`` being each item's input position; if Arrow refuses a
+    value, the batch is halved until the item that holds it fails alone and the others go on."""
+    try:
+        table = build(items)
+    except _VALUE_ERRORS as exc:
+        if len(items) == 1:
+            result.failures.append(Failure(kept[0], f"schema id {schema_id}: {exc}"))
+            return
+        half = len(items) // 2
+        tabulate_isolating(build, items[:half], kept[:half], schema_id, result)
+        tabulate_isolating(build, items[half:], kept[half:], schema_id, result)
+        return
+    result.parts.extend(ConvertResult.single(table, kept).parts)

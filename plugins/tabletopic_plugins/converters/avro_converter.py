@@ -22,7 +22,7 @@ from typing import Any
 import fastavro
 import pyarrow as pa
 
-from tabletopic.convert.converter import ConvertResult, Failure
+from tabletopic.convert.converter import ConvertResult, Failure, tabulate_isolating
 from tabletopic.registry.avro_schema import InvalidSchema, resolve
 from tabletopic_plugins.converters.avro_arrow import RecordShape, raw_schema, record_shape
 from tabletopic_plugins.converters.registry_client import FetchedSchema, RegistryClient, SchemaNotFound
@@ -87,22 +87,9 @@ class AvroConverter:
                                                   f"{type(exc).__name__}: {exc}"))
             buffer.seek(end)
         if rows:
-            self._tabulate(compiled, schema_id, rows, kept, result)
-
-    def _tabulate(self, compiled: _Compiled, schema_id: int, rows: list[Any], kept: list[int],
-                  result: ConvertResult) -> None:
-        """Rows to Arrow; a value Arrow refuses (a timestamp out of range, say) fails its record alone."""
-        try:
-            table = compiled.shape.finish(pa.Table.from_pylist(rows, schema=compiled.shape.wire))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
-            if len(rows) == 1:
-                result.failures.append(Failure(kept[0], f"schema id {schema_id}: {exc}"))
-                return
-            half = len(rows) // 2
-            self._tabulate(compiled, schema_id, rows[:half], kept[:half], result)
-            self._tabulate(compiled, schema_id, rows[half:], kept[half:], result)
-            return
-        result.parts.extend(ConvertResult.single(table, kept).parts)
+            shape = compiled.shape
+            tabulate_isolating(lambda items: shape.finish(pa.Table.from_pylist(items, schema=shape.wire)), rows, kept,
+                               schema_id, result)
 
     def _compile(self, schema_id: int) -> _Compiled | str:
         found = self._compiled.get(schema_id)

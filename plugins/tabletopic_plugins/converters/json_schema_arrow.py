@@ -47,6 +47,9 @@ class DocumentShape:
     schema: pa.Schema
     fix: Fix | None  # None: the parsed documents are rows as they are
 
+    def table(self, rows: list[dict[str, Any]]) -> pa.Table:
+        return pa.Table.from_pylist(rows, schema=self.schema)
+
     def row(self, document: Any) -> dict[str, Any]:
         if not isinstance(document, dict):
             raise ValueError(f"the document is a {type(document).__name__}, and the schema's root an object")

@@ -16,9 +16,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import pyarrow as pa
-
-from tabletopic.convert.converter import ConvertResult, Failure
+from tabletopic.convert.converter import ConvertResult, Failure, tabulate_isolating
 from tabletopic.registry.json_schema import InvalidJsonSchema, JsonSchema, parse
 from tabletopic_plugins.converters.json_schema_arrow import DocumentShape, UnsupportedJsonSchema, document_shape
 from tabletopic_plugins.converters.registry_client import FetchedSchema, RegistryClient, SchemaNotFound
@@ -61,24 +59,9 @@ class JsonSchemaConverter:
                     result.failures.append(Failure(i, f"JSON document does not fit schema id {schema_id}: "
                                                       f"{type(exc).__name__}: {exc}"))
             if rows:
-                self._tabulate(shape, schema_id, rows, kept, result)
+                tabulate_isolating(shape.table, rows, kept, schema_id, result)
         result.failures.sort(key=lambda f: f.index)
         return result
-
-    def _tabulate(self, shape: DocumentShape, schema_id: int, rows: list[dict[str, Any]], kept: list[int],
-                  result: ConvertResult) -> None:
-        """Rows to Arrow; a value Arrow refuses (a string where a long belongs) fails its record alone."""
-        try:
-            table = pa.Table.from_pylist(rows, schema=shape.schema)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
-            if len(rows) == 1:
-                result.failures.append(Failure(kept[0], f"schema id {schema_id}: {exc}"))
-                return
-            half = len(rows) // 2
-            self._tabulate(shape, schema_id, rows[:half], kept[:half], result)
-            self._tabulate(shape, schema_id, rows[half:], kept[half:], result)
-            return
-        result.parts.extend(ConvertResult.single(table, kept).parts)
 
     def _shape(self, schema_id: int) -> DocumentShape | str:
         found = self._shapes.get(schema_id)

@@ -27,11 +27,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
 from google.protobuf import message_factory
 from google.protobuf.message import DecodeError
 
-from tabletopic.convert.converter import ConvertResult, Failure
+from tabletopic.convert.converter import ConvertResult, Failure, tabulate_isolating
 from tabletopic.registry.protobuf_schema import InvalidProtobuf, ProtobufSchema, messages_in_order, parse
 from tabletopic_plugins.converters.protobuf_arrow import MessageShape, UnsupportedProtobuf, message_shape
 from tabletopic_plugins.converters.registry_client import FetchedSchema, RegistryClient, SchemaNotFound
@@ -128,22 +127,7 @@ class ProtobufConverter:
                 result.failures.append(Failure(i, f"Protobuf body does not decode with schema id {schema_id}: "
                                                   f"{type(exc).__name__}: {exc}"))
         if messages:
-            self._tabulate(compiled.shape, schema_id, messages, kept, result)
-
-    def _tabulate(self, shape: MessageShape, schema_id: int, messages: list[Any], kept: list[int],
-                  result: ConvertResult) -> None:
-        """Messages to Arrow columns; a value Arrow refuses (a uint64 past 2^63, say) fails its record alone."""
-        try:
-            table = shape.table(messages)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
-            if len(messages) == 1:
-                result.failures.append(Failure(kept[0], f"schema id {schema_id}: {exc}"))
-                return
-            half = len(messages) // 2
-            self._tabulate(shape, schema_id, messages[:half], kept[:half], result)
-            self._tabulate(shape, schema_id, messages[half:], kept[half:], result)
-            return
-        result.parts.extend(ConvertResult.single(table, kept).parts)
+            tabulate_isolating(compiled.shape.table, messages, kept, schema_id, result)
 
     def _compile(self, schema_id: int, indexes: tuple[int, ...]) -> _Compiled | str:
         key = (schema_id, indexes)
