@@ -13,7 +13,7 @@ from tabletopic.config.providers import Providers
 from tabletopic.config.secrets import Scrubber
 from tabletopic.kafka_clients import ROLES, security_problem
 from tabletopic.ops.listener_security import ListenerSecurity, listener_security
-from tabletopic.registry.avro_compatibility import LEVELS
+from tabletopic.registry.compatibility_levels import LEVELS
 
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tabletopic.registry.avro_schema import PRIMITIVES, AvroSchema, deref, kind_of, short_name
+from tabletopic.registry.compatibility_levels import pairs
 
 _PROMOTIONS = {
     "int": {"long", "float", "double"},
@@ -22,8 +23,6 @@ _PROMOTIONS = {
     "string": {"bytes"},
     "bytes": {"string"},
 }
-
-LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE")
 
 
 def read_problems(reader: AvroSchema, writer: AvroSchema) -> list[str]:
@@ -92,14 +91,9 @@ class _Checker:
 
 def compatibility_problems(level: str, new: AvroSchema, previous: list[AvroSchema]) -> list[str]:
     """Why ``new`` may not follow ``previous`` (oldest first, live versions only) under ``level``."""
-    if level == "NONE" or not previous:
-        return []
-    against = previous if level.endswith("_TRANSITIVE") else previous[-1:]
-    base = level.removesuffix("_TRANSITIVE")
     problems: list[str] = []
-    for old in against:
-        if base in ("BACKWARD", "FULL"):
-            problems += [f"new schema cannot read old data: {p}" for p in read_problems(new, old)]
-        if base in ("FORWARD", "FULL"):
-            problems += [f"old schema cannot read new data: {p}" for p in read_problems(old, new)]
+    for original, update, backward in pairs(level, new, previous):
+        # The update must read what the original wrote.
+        said = "new schema cannot read old data" if backward else "old schema cannot read new data"
+        problems += [f"{said}: {p}" for p in read_problems(update, original)]
     return problems

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tabletopic.registry.compatibility_levels import pairs
 from tabletopic.registry.json_schema import JsonSchema
 
 COMPATIBLE = frozenset({
@@ -338,17 +339,6 @@ def _content_model(node: dict[str, Any]) -> tuple[str, Any]:
 
 def compatibility_problems(level: str, new: JsonSchema, previous: list[JsonSchema]) -> list[str]:
     """Why ``new`` may not follow ``previous`` (oldest first, live versions only) under ``level``."""
-    if level == "NONE" or not previous:
-        return []
-    against = previous if level.endswith("_TRANSITIVE") else previous[-1:]
-    base = level.removesuffix("_TRANSITIVE")
-    problems: list[str] = []
-    for old in against:
-        pairs = []
-        if base in ("BACKWARD", "FULL"):
-            pairs.append((old, new))
-        if base in ("FORWARD", "FULL"):
-            pairs.append((new, old))
-        for original, update in pairs:
-            problems += [f"{d.kind} at {d.path}" for d in differences(original, update) if not d.compatible]
+    problems = [f"{d.kind} at {d.path}" for original, update, _ in pairs(level, new, previous)
+                for d in differences(original, update) if not d.compatible]
     return list(dict.fromkeys(problems))

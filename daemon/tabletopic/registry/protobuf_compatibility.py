@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from google.protobuf import descriptor_pb2
 
+from tabletopic.registry.compatibility_levels import pairs
 from tabletopic.registry.protobuf_schema import ProtobufSchema
 
 FD = descriptor_pb2.FieldDescriptorProto
@@ -267,17 +268,6 @@ def _label(f: descriptor_pb2.FieldDescriptorProto, proto3: bool) -> str | None:
 
 def compatibility_problems(level: str, new: ProtobufSchema, previous: list[ProtobufSchema]) -> list[str]:
     """Why ``new`` may not follow ``previous`` (oldest first, live versions only) under ``level``."""
-    if level == "NONE" or not previous:
-        return []
-    against = previous if level.endswith("_TRANSITIVE") else previous[-1:]
-    base = level.removesuffix("_TRANSITIVE")
-    problems: list[str] = []
-    for old in against:
-        pairs = []
-        if base in ("BACKWARD", "FULL"):
-            pairs.append((old, new))
-        if base in ("FORWARD", "FULL"):
-            pairs.append((new, old))
-        for original, update in pairs:
-            problems += [f"{d.kind} at {d.path}" for d in differences(original, update) if not d.compatible]
+    problems = [f"{d.kind} at {d.path}" for original, update, _ in pairs(level, new, previous)
+                for d in differences(original, update) if not d.compatible]
     return list(dict.fromkeys(problems))

@@ -160,9 +160,7 @@ def _closure(file: descriptor_pb2.FileDescriptorProto, imports: dict[str, descri
 
 
 def _add_well_known(pool: descriptor_pool.DescriptorPool, files: list[descriptor_pb2.FileDescriptorProto]) -> None:
-    from google.protobuf import descriptor_pool as default_pools
-
-    default = default_pools.Default()
+    default = descriptor_pool.Default()
     wanted = {d for f in files for d in f.dependency if d.startswith(WELL_KNOWN_PREFIX)}
     added: set[str] = set()
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tabletopic.registry import schema_types
-from tabletopic.registry.avro_compatibility import LEVELS
+from tabletopic.registry.compatibility_levels import LEVELS
 from tabletopic.registry.schema_types import Parsed
 
 DEFAULT_LEVEL = "BACKWARD"
