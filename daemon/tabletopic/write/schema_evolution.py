@@ -6,7 +6,9 @@ With ``iceberg.tables.evolve-schema-enabled`` a record may bring:
   structs (also structs inside lists): added as optional columns, so rows written before
   read them as null;
 * wider types: int to long, float to double, a decimal of higher precision (same scale);
-* an optional field where the table has a required column: the column becomes optional.
+* an optional field where the table has a required column: the column becomes optional,
+  unless it is an id column of an upsert or CDC table. Iceberg keeps identifier fields
+  required, and a record whose key is null fails on its own instead.
 
 Each is a metadata-only change (``UpdateSchema``); no data file is rewritten.  Anything
 else that cannot be cast safely, such as a string arriving in a long column, is an
@@ -15,6 +17,7 @@ else that cannot be cast safely, such as a string arriving in a long column, is 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,15 +44,17 @@ _FLOAT_RANK = {pa.float16(): 1, pa.float32(): 2, pa.float64(): 3}
 
 
 def plan(table_schema: pa.Schema, record_schema: pa.Schema, table: str,
-         case_insensitive: bool = False) -> list[Change]:
-    """The changes that let ``record_schema`` rows into a table of ``table_schema``."""
+         case_insensitive: bool = False, identifiers: Collection[str] = ()) -> list[Change]:
+    """The changes that let ``record_schema`` rows into a table of ``table_schema``; the
+    ``identifiers`` (its id columns) stay required."""
     changes: list[Change] = []
-    _struct(list(table_schema), list(record_schema), (), table, case_insensitive, changes, top_level=True)
+    _struct(list(table_schema), list(record_schema), (), table, case_insensitive, changes, top_level=True,
+            required=set(identifiers))
     return changes
 
 
 def _struct(table_fields: list[pa.Field], record_fields: list[pa.Field], path: tuple[str, ...], table: str,
-            case_insensitive: bool, changes: list[Change], top_level: bool) -> None:
+            case_insensitive: bool, changes: list[Change], top_level: bool, required: Collection[str] = ()) -> None:
     by_name = {f.name.lower() if case_insensitive else f.name: f for f in table_fields}
     for field in record_fields:
         if pa.types.is_null(field.type):
@@ -59,7 +64,7 @@ def _struct(table_fields: list[pa.Field], record_fields: list[pa.Field], path: t
             changes.append(Change("add", (*path, field.name), field.type))
             continue
         here = (*path, existing.name)
-        if top_level and field.nullable and not existing.nullable:
+        if top_level and field.nullable and not existing.nullable and existing.name not in required:
             changes.append(Change("optional", here))
         _field(existing.type, field.type, here, table, case_insensitive, changes)
 

@@ -96,7 +96,7 @@ class SinkWriter:
 
     def _evolve(self, handle: TableHandle, schema: pa.Schema) -> TableHandle:
         for attempt in range(1, _EVOLVE_ATTEMPTS + 1):
-            changes = plan(handle.arrow_schema, schema, handle.name, self._case_insensitive)
+            changes = plan(handle.arrow_schema, schema, handle.name, self._case_insensitive, handle.id_columns)
             if not changes:
                 return handle
             try:
