@@ -155,6 +155,26 @@ def test_upsert_without_id_columns() -> None:
     assert "iceberg.tables.default-id-columns" in message and "db.orders" in message
 
 
+def test_upsert_and_cdc_per_table_win_over_the_connector_keys() -> None:
+    props = {**GOOD, "iceberg.tables": "db.orders,db.events,db.users", "iceberg.tables.default-id-columns": "id",
+             "iceberg.tables.cdc-field": "op",
+             "iceberg.table.db.events.cdc-field": "",
+             "iceberg.table.db.users.cdc-field": "meta.kind", "iceberg.table.db.users.upsert-mode-enabled": "true"}
+    config = parse_connector(props, WORKER)
+    orders, events, users = (config.table(t) for t in ("db.orders", "db.events", "db.users"))
+    assert (orders.keyed, orders.cdc_field, orders.upsert) == (True, "op", False)
+    assert (events.keyed, events.cdc_field) == (False, None)
+    assert (users.keyed, users.cdc_field, users.upsert) == (True, "meta.kind", True)
+    append = parse_connector({**GOOD, "iceberg.table.db.orders.upsert-mode-enabled": "true",
+                              "iceberg.table.db.orders.id-columns": "id"}, WORKER)
+    assert append.may_key and append.table("db.orders").keyed and not append.upsert_mode
+    assert not parse_connector(GOOD, WORKER).may_key
+    assert "iceberg.table.db.orders.upsert-mode-enabled='yes': must be true or false" in problems(
+        **{"iceberg.table.db.orders.upsert-mode-enabled": "yes", "iceberg.table.db.orders.id-columns": "id"})
+    message = problems(**{"iceberg.table.db.orders.upsert-mode-enabled": "true"})
+    assert "none are set for table db.orders" in message
+
+
 def test_every_problem_is_listed_at_once() -> None:
     message = problems(name=None, **{"errors.tolerance": "x", "iceberg.control.commit.timeout-ms": "soon"})
     assert "3 problems" in message

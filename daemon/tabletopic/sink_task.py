@@ -30,7 +30,7 @@ from tabletopic.commit.worker import WriteResult
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.convert.change_kind import ChangeKinds
 from tabletopic.convert.converter import Converter, load_converter
-from tabletopic.convert.key_rows import tombstone_deletes
+from tabletopic.convert.key_rows import key_columns, tombstone_deletes
 from tabletopic.convert.records import RawRecords, SinkRecords
 from tabletopic.failed_records import FailedRecords, RecordFailure
 from tabletopic.isolation import SystemUnavailable, apply_isolating, convert_isolating
@@ -69,11 +69,8 @@ class SinkTask:
         self.key_converter: Converter = load_converter(config.key_converter, is_key=True)
         self.transforms = TransformChain(config.transforms)
         self.router = Router(config)
-        keyed = config.upsert_mode or bool(config.cdc_field)
-        self.change_kinds = ChangeKinds(config.cdc_field, config.case_insensitive) if keyed else None
-        ids = config.raw.get("iceberg.tables.default-id-columns") or ""
-        self._default_id_columns = [c.strip() for c in ids.split(",") if c.strip()] or \
-            (config.table(config.tables[0]).id_columns if config.tables else [])
+        self._change_kinds: dict[str | None, ChangeKinds] = {}  # by cdc field: keyed tables may differ in it
+        self._may_key = config.may_key
         self.tables = IcebergTables(spark, config)
         self.table_commits = TableCommits(
             self.tables, TableCommitter(lambda: spark.jvm, config.name, config.group_id,
@@ -82,7 +79,7 @@ class SinkTask:
             config.commit_timeout_ms / 1000, config.commit_threads)
         self.maintainer = Maintainer(config.name, config.group_id, self.tables, config.maintenance, metrics,
                                      lambda: {*self.tables.known(), *(config.tables or [])},
-                                     enabled=config.maintenance.enabled_for(keyed))
+                                     enabled=lambda table: config.maintenance.enabled_for(config.table(table).keyed))
         self.ledger = PartitionLedger(self._read_recorded)
         self.writer = SinkWriter(self.tables, FileWriter(spark, config.write_props, metrics), metrics,
                                  config.buffer_flush_bytes, config.case_insensitive, self.ledger, config.evolve_schema)
@@ -200,18 +197,12 @@ class SinkTask:
 
         for converted, tombstones in self._convert(raw, failures):
             pieces = [converted]
-            if not tombstones:
+            if not tombstones and self.transforms:
                 try:
-                    if self.transforms:
-                        pieces = apply_isolating(self.transforms.apply, converted, failed("transform"))
+                    pieces = apply_isolating(self.transforms.apply, converted, failed("transform"))
                 except TransformError as exc:
                     failures.extend(RecordFailure("transform", int(r), str(exc)) for r in converted.rows)
                     continue
-                if self.change_kinds is not None:
-                    classified = [c for p in pieces if len(p)
-                                  for c in apply_isolating(self.change_kinds.classify, p, failed("transform"))]
-                    pieces = [records for records, _ in classified]
-                    failures.extend(RecordFailure("transform", f.index, f.reason) for _, fs in classified for f in fs)
             for records in pieces:
                 if not len(records):
                     continue
@@ -219,8 +210,30 @@ class SinkTask:
                 for routed in apply_isolating(route, records, failed("route")):
                     failures.extend(RecordFailure("route", f.index, f.reason) for f in routed.failures)
                     for table, subset in routed.by_table.items():
-                        self._shape(table, subset, failures, staged)
-        return failures, staged
+                        for changes in self._changes(table, subset, tombstones, failures):
+                            self._shape(table, changes, failures, staged)
+        # A record routed to several tables may fail in each: it is one bad record, told once.
+        first = {f.index: f for f in reversed(failures)}
+        return sorted(first.values(), key=lambda f: f.index), staged
+
+    def _changes(self, table: str, records: SinkRecords, tombstones: bool,
+                 failures: list[RecordFailure]) -> list[SinkRecords]:
+        """What ``records`` change in ``table``: appended rows, or, when the table is keyed (its own
+        upsert and cdc-field keys, or the connector's), upserts and deletes by its id columns."""
+        settings = self.config.table(table)
+        if tombstones:
+            # A tombstone deletes its key from a keyed table; in an append table it carries nothing.
+            return [key_columns(records, settings.id_columns)] if settings.keyed else []
+        if not settings.keyed:
+            return [records]
+        kinds = self._change_kinds.get(settings.cdc_field)
+        if kinds is None:
+            kinds = self._change_kinds[settings.cdc_field] = ChangeKinds(settings.cdc_field,
+                                                                         self.config.case_insensitive)
+        classified = apply_isolating(kinds.classify, records,
+                                     lambda row, why: failures.append(RecordFailure("transform", row, why)))
+        failures.extend(RecordFailure("transform", f.index, f.reason) for _, fs in classified for f in fs)
+        return [kept for kept, _ in classified if len(kept)]
 
     def _shape(self, table: str, subset: SinkRecords, failures: list[RecordFailure],
                staged: dict[str, list[SinkRecords]]) -> None:
@@ -249,12 +262,11 @@ class SinkTask:
                 rows = position[part.indexes]
                 out.append((SinkRecords(raw.topic, raw.partition, part.table, offsets[rows], stamps[rows], rows),
                             False))
-        if self.change_kinds is not None and len(present) < len(raw):
-            # In upsert and CDC mode a tombstone deletes its key; in append mode it carries nothing.
+        if self._may_key and len(present) < len(raw):
             # After the values: they may create the table these deletes apply to. The buffer
             # orders rows by offset again before the last change per key is chosen.
             absent = [i for i, v in enumerate(raw.values) if v is None]
-            deletes, key_failures = tombstone_deletes(raw, absent, self.key_converter, self._default_id_columns)
+            deletes, key_failures = tombstone_deletes(raw, absent, self.key_converter)
             failures.extend(RecordFailure("convert", f.index, f.reason) for f in key_failures)
             out.extend((d, True) for d in deletes)
         return out

@@ -41,7 +41,7 @@ WRITE_PREFIX = "iceberg.tables.write-props."
 KAFKA_PREFIX = "iceberg.kafka."
 CONSUMER_OVERRIDE_PREFIX = "consumer.override."
 PRODUCER_OVERRIDE_PREFIX = "producer.override."
-TABLE_KEYS = ("route-regex", "id-columns", "partition-by", "commit-branch")
+TABLE_KEYS = ("route-regex", "id-columns", "partition-by", "commit-branch", "upsert-mode-enabled", "cdc-field")
 CONVERTER_GROUP = "tabletopic.converters"
 # Converters that read schema ids: they need schema.registry.url, or the worker's built-in registry.
 REGISTRY_CONVERTERS = {"io.confluent.connect.avro.AvroConverter", "io.confluent.connect.protobuf.ProtobufConverter",
@@ -185,6 +185,11 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
     Key(TABLE_PREFIX + "<table>.id-columns", KeyType.PREFIX, None, "Identifier columns of <table>."),
     Key(TABLE_PREFIX + "<table>.partition-by", KeyType.PREFIX, None, "Partition spec of <table> when auto-created."),
     Key(TABLE_PREFIX + "<table>.commit-branch", KeyType.PREFIX, None, "Branch <table> is committed to."),
+    Key(TABLE_PREFIX + "<table>.upsert-mode-enabled", KeyType.PREFIX, None,
+        "Upsert mode for <table> alone (true or false); iceberg.tables.upsert-mode-enabled otherwise."),
+    Key(TABLE_PREFIX + "<table>.cdc-field", KeyType.PREFIX, None,
+        "The change operation's field for <table> alone; iceberg.tables.cdc-field otherwise. An empty value "
+        "turns CDC off for <table>."),
     Key(AUTO_CREATE_PREFIX + "*", KeyType.PREFIX, None, "Table properties set on auto-created tables."),
     Key(WRITE_PREFIX + "*", KeyType.PREFIX, None, "Write properties (e.g. write.parquet.compression-codec)."),
     Key(HADOOP_PREFIX + "*", KeyType.PREFIX, None, "Hadoop configuration for the catalog (hadoop.* catalog props)."),
@@ -212,6 +217,13 @@ class TableConfig:
     id_columns: list[str]
     partition_by: list[PartitionField]
     commit_branch: str | None
+    upsert: bool
+    cdc_field: str | None
+
+    @property
+    def keyed(self) -> bool:
+        """Upsert or CDC: the table's rows are replaced and deleted by their id columns."""
+        return self.upsert or bool(self.cdc_field)
 
 
 @dataclass
@@ -277,8 +289,24 @@ class ConnectorConfig:
                 id_columns=[c.strip() for c in ids.split(",") if c.strip()],
                 partition_by=parse_partition_by(part) if part else [],
                 commit_branch=own.get("commit-branch", self.raw.get("iceberg.tables.default-commit-branch")),
+                upsert=_true(own.get("upsert-mode-enabled")) if "upsert-mode-enabled" in own else self.upsert_mode,
+                cdc_field=(own.get("cdc-field") or None) if "cdc-field" in own else self.cdc_field,
             )
         return self._tables[name]
+
+    @property
+    def may_key(self) -> bool:
+        """Whether any table may be keyed: then tombstones are made into deletes, for the tables that are."""
+        return self.upsert_mode or bool(self.cdc_field) or any(
+            _per_table_keyed(key, value) for key, value in self.raw.items() if key.startswith(TABLE_PREFIX))
+
+
+def _true(value: str | None) -> bool:
+    return str(value).strip().lower() == "true"
+
+
+def _per_table_keyed(key: str, value: str) -> bool:
+    return (key.endswith(".upsert-mode-enabled") and _true(value)) or (key.endswith(".cdc-field") and bool(value))
 
 
 def available_plugins(group: str) -> dict[str, Any]:
@@ -388,12 +416,17 @@ def _check_tables(values: dict[str, Any], props: Mapping[str, str], out: Parsed)
             message = _partition_by_problem(value)
             if message:
                 out.problems.append(Problem(key, value, message))
-    if values["iceberg.tables.upsert-mode-enabled"] or values["iceberg.tables.cdc-field"]:
-        for name in tables or []:
-            own = props.get(f"{TABLE_PREFIX}{name}.id-columns", props.get("iceberg.tables.default-id-columns"))
-            if not own:
-                out.problems.append(Problem("iceberg.tables.default-id-columns", None,
-                                            f"upsert and CDC need id columns; none are set for table {name}"))
+        if key.startswith(TABLE_PREFIX) and key.endswith(".upsert-mode-enabled") and \
+                str(value).strip().lower() not in ("true", "false"):
+            out.problems.append(Problem(key, value, "must be true or false"))
+    for name in tables or []:
+        own = prefixed(props, f"{TABLE_PREFIX}{name}.")
+        upsert = _true(own["upsert-mode-enabled"]) if "upsert-mode-enabled" in own else \
+            values["iceberg.tables.upsert-mode-enabled"]
+        cdc = own["cdc-field"] if "cdc-field" in own else values["iceberg.tables.cdc-field"]
+        if (upsert or cdc) and not own.get("id-columns", props.get("iceberg.tables.default-id-columns")):
+            out.problems.append(Problem("iceberg.tables.default-id-columns", None,
+                                        f"upsert and CDC need id columns; none are set for table {name}"))
 
 
 def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> ConnectorConfig:

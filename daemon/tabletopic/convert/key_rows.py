@@ -13,8 +13,8 @@ from tabletopic.convert.converter import Converter, Failure
 from tabletopic.convert.records import DELETE, RawRecords, SinkRecords
 
 
-def tombstone_deletes(raw: RawRecords, positions: list[int], converter: Converter,
-                      id_columns: list[str]) -> tuple[list[SinkRecords], list[Failure]]:
+def tombstone_deletes(raw: RawRecords, positions: list[int],
+                      converter: Converter) -> tuple[list[SinkRecords], list[Failure]]:
     keyed = [i for i in positions if raw.keys[i] is not None]
     failures = [Failure(i, "a tombstone without a key cannot delete anything") for i in positions
                 if raw.keys[i] is None]
@@ -26,10 +26,14 @@ def tombstone_deletes(raw: RawRecords, positions: list[int], converter: Converte
     stamps = np.asarray(raw.timestamps, dtype=np.int64)
     out = []
     for part in result.parts:
-        table = part.table
-        if table.column_names == ["value"] and len(id_columns) == 1:
-            table = table.rename_columns(id_columns)
         rows = np.asarray(keyed, dtype=np.int64)[part.indexes]
-        out.append(SinkRecords(raw.topic, raw.partition, table, offsets[rows], stamps[rows], rows,
+        out.append(SinkRecords(raw.topic, raw.partition, part.table, offsets[rows], stamps[rows], rows,
                                np.full(len(rows), DELETE, dtype=np.int8)))
     return out, failures
+
+
+def key_columns(deletes: SinkRecords, id_columns: list[str]) -> SinkRecords:
+    """Name a plain key's one column after the table's single id column; keys with fields keep theirs."""
+    if deletes.value.column_names != ["value"] or len(id_columns) != 1:
+        return deletes
+    return deletes.with_value(deletes.value.rename_columns(id_columns))

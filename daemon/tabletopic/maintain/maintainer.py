@@ -34,7 +34,8 @@ POOL = "tabletopic-maintenance"
 
 class Maintainer:
     def __init__(self, connector: str, group_id: str, tables: IcebergTables, settings: MaintenanceSettings,
-                 metrics: SinkMetrics, names: Callable[[], Iterable[str]], enabled: bool = True,
+                 metrics: SinkMetrics, names: Callable[[], Iterable[str]],
+                 enabled: Callable[[str], bool] = lambda table: True,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._connector = connector
         self._group_id = group_id
@@ -57,10 +58,8 @@ class Maintainer:
         return self._settings.max_file_wait_s
 
     def due(self) -> list[str]:
-        if not self._enabled:
-            return []
         now = self._clock()
-        names = set(self._names())
+        names = {n for n in self._names() if self._enabled(n)}
         for name in names:
             # First looked at one interval after it is first seen, not at once: a coordinator that
             # just took over (a rebalance, a restart) has catching up to do first.

@@ -201,13 +201,9 @@ class IcebergTables:
         arrow = to_arrow_schema(StructType.fromJson(json.loads(struct.json())))
         handle = TableHandle(name, java, arrow, int(java.schema().schemaId()),
                              self._config.table(name).commit_branch)
-        if self.keyed:
+        if self._config.table(name).keyed:
             self._key(handle)
         return handle
-
-    @property
-    def keyed(self) -> bool:
-        return bool(self._config.upsert_mode or self._config.cdc_field)
 
     def _key(self, handle: TableHandle) -> None:
         """Resolve the id columns of a keyed table and the spec its equality deletes use."""
@@ -236,7 +232,7 @@ class IcebergTables:
         if not len(schema):
             raise TableError(f"cannot create table {name}: the first records have no typed columns")
         schema = pa.schema([f.with_type(_null_free(f.type)) for f in schema])
-        id_columns = self._config.table(name).id_columns if self.keyed else []
+        id_columns = self._config.table(name).id_columns if self._config.table(name).keyed else []
         if id_columns:
             # Identifier fields must be required columns.
             missing = [c for c in id_columns if c not in schema.names]

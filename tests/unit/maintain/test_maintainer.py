@@ -13,7 +13,7 @@ from tests.unit.maintain.test_plan import SETTINGS
 def _maintainer(now: list[float], names: set[str], enabled: bool = True) -> Maintainer:
     tables: Any = None  # due() reads no table
     return Maintainer("c", "connect-c", tables, replace(SETTINGS, interval_s=600), metrics(), lambda: names,
-                      enabled=enabled, clock=lambda: now[0])
+                      enabled=lambda table: enabled, clock=lambda: now[0])
 
 
 def test_tables_are_first_looked_at_one_interval_after_they_are_seen() -> None:
