@@ -20,6 +20,7 @@ from tabletopic.config.definition import (
     Parsed,
     Problem,
     parse_keys,
+    parse_value,
     prefixed,
 )
 from tabletopic.config.partition_by import PartitionField, parse_partition_by
@@ -283,14 +284,15 @@ class ConnectorConfig:
             regex = own.get("route-regex")
             ids = own.get("id-columns", self.raw.get("iceberg.tables.default-id-columns") or "")
             part = own.get("partition-by", self.raw.get("iceberg.tables.default-partition-by") or "")
+            upsert, cdc_field = _change_keys(own, self.upsert_mode, self.cdc_field)
             self._tables[name] = TableConfig(
                 name=name,
                 route_regex=re.compile(regex) if regex else None,
                 id_columns=[c.strip() for c in ids.split(",") if c.strip()],
                 partition_by=parse_partition_by(part) if part else [],
                 commit_branch=own.get("commit-branch", self.raw.get("iceberg.tables.default-commit-branch")),
-                upsert=_true(own.get("upsert-mode-enabled")) if "upsert-mode-enabled" in own else self.upsert_mode,
-                cdc_field=(own.get("cdc-field") or None) if "cdc-field" in own else self.cdc_field,
+                upsert=upsert,
+                cdc_field=cdc_field,
             )
         return self._tables[name]
 
@@ -303,6 +305,12 @@ class ConnectorConfig:
 
 def _true(value: str | None) -> bool:
     return str(value).strip().lower() == "true"
+
+
+def _change_keys(own: Mapping[str, str], upsert: bool, cdc_field: str | None) -> tuple[bool, str | None]:
+    """A table's upsert mode and cdc field: its own keys (``own``, unprefixed) where set, else the connector's."""
+    return (_true(own["upsert-mode-enabled"]) if "upsert-mode-enabled" in own else upsert,
+            (own["cdc-field"] or None) if "cdc-field" in own else cdc_field)
 
 
 def _per_table_keyed(key: str, value: str) -> bool:
@@ -416,14 +424,12 @@ def _check_tables(values: dict[str, Any], props: Mapping[str, str], out: Parsed)
             message = _partition_by_problem(value)
             if message:
                 out.problems.append(Problem(key, value, message))
-        if key.startswith(TABLE_PREFIX) and key.endswith(".upsert-mode-enabled") and \
-                str(value).strip().lower() not in ("true", "false"):
-            out.problems.append(Problem(key, value, "must be true or false"))
+        if key.startswith(TABLE_PREFIX) and key.endswith(".upsert-mode-enabled"):
+            parse_value(Key(key, KeyType.BOOLEAN, False, ""), value, out)  # told as any boolean key is
     for name in tables or []:
         own = prefixed(props, f"{TABLE_PREFIX}{name}.")
-        upsert = _true(own["upsert-mode-enabled"]) if "upsert-mode-enabled" in own else \
-            values["iceberg.tables.upsert-mode-enabled"]
-        cdc = own["cdc-field"] if "cdc-field" in own else values["iceberg.tables.cdc-field"]
+        upsert, cdc = _change_keys(own, values["iceberg.tables.upsert-mode-enabled"],
+                                   values["iceberg.tables.cdc-field"])
         if (upsert or cdc) and not own.get("id-columns", props.get("iceberg.tables.default-id-columns")):
             out.problems.append(Problem("iceberg.tables.default-id-columns", None,
                                         f"upsert and CDC need id columns; none are set for table {name}"))
