@@ -18,7 +18,17 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from tabletopic.demo.broker import free_port
-from tests.support import ROOT, DaemonProcess, Warehouse, create_topic, produce, unique, wait_until, worker_props
+from tests.support import (
+    ROOT,
+    DaemonProcess,
+    Rest,
+    Warehouse,
+    create_topic,
+    produce,
+    unique,
+    wait_until,
+    worker_props,
+)
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -72,12 +82,13 @@ def test_metrics_prometheus_and_dashboards_during_a_run(bootstrap: str, warehous
         produce(bootstrap, topic, _records(200_000, 200_100))
         wait_until(lambda: sum(values(scrape(port)[1], "tabletopic_records_written_total", table=table)) >= 100,
                    120, "the first records written", daemon)
-        _put(port, f"/connectors/{connector['name']}/pause")
-        wait_until(lambda: _state(port, connector["name"]) == "PAUSED", 60, "PAUSED", daemon)
+        rest, path = Rest(port), f"/connectors/{connector['name']}"
+        assert rest.call("PUT", f"{path}/pause")[0] == 202
+        wait_until(lambda: rest.get(f"{path}/status")["connector"]["state"] == "PAUSED", 60, "PAUSED", daemon)
         produce(bootstrap, topic, _records(0, 120_000))
         wait_until(lambda: sum(values(scrape(port)[1], "tabletopic_consumer_lag_records")) > 0, 60,
                    "the lag to show while paused", daemon)
-        _put(port, f"/connectors/{connector['name']}/resume")
+        assert rest.call("PUT", f"{path}/resume")[0] == 202
         wait_until(lambda: sum(values(scrape(port)[1], "tabletopic_records_written_total", table=table)) >= 120_100,
                    240, "the burst written", daemon)
         wait_until(lambda: all(v == 0 for v in values(scrape(port)[1], "tabletopic_consumer_lag_records")),
@@ -117,17 +128,6 @@ def test_metrics_prometheus_and_dashboards_during_a_run(bootstrap: str, warehous
             prometheus[0].wait(timeout=30)
         if daemon.alive():
             assert daemon.terminate() == 0
-
-
-def _put(port: int, path: str) -> None:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method="PUT")
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert response.status in (200, 202, 204), response.status
-
-
-def _state(port: int, name: str) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/connectors/{name}/status", timeout=10) as response:
-        return str(json.loads(response.read())["connector"]["state"])
 
 
 def _ready(port: int) -> bool:
