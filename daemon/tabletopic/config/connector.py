@@ -150,12 +150,18 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "A table that gets no records still has its offsets committed (a snapshot without files) once this "
         "many barriers have passed, which bounds the replay after a restart.", minimum=1),
     Key("tabletopic.maintenance.enabled", KeyType.STRING, "auto",
-        "Table maintenance by the connector's coordinator (compaction folding equality deletes, snapshot expiry, "
+        "Table maintenance by the connector's coordinator (equality deletes turned into position deletes, "
+        "compaction folding deletes, snapshot expiry, "
         "orphan removal, manifest rewrite): auto runs it when upsert or CDC is on, true always, false never.",
         allowed=("auto", "true", "false")),
     Key("tabletopic.maintenance.interval-ms", KeyType.LONG, 600_000,
         "How often each table is looked at; a look reads only metadata, and acts when a trigger below is met.",
         minimum=0),
+    Key("tabletopic.maintenance.equality-deletes.convert", KeyType.BOOLEAN, True,
+        "At every look, turn the table's equality deletes into position deletes: only the key columns of the "
+        "data files they apply to are read, no data file is rewritten, and readers then skip deleted rows by "
+        "position instead of comparing every row with every key. Off: equality deletes stay until compaction "
+        "folds them."),
     Key("tabletopic.maintenance.compaction.min-input-files", KeyType.INT, 10,
         "Compact a partition once it holds this many data files smaller than the target file size "
         "(write.target-file-size-bytes).", minimum=2),

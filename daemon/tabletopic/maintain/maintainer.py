@@ -89,6 +89,7 @@ class Maintainer:
             if report is not None:
                 self.last_error = None
                 self._log.info("maintained", table=name, epoch=epoch, steps=report.steps,
+                               equality_deletes_converted=report.equality_deletes_converted,
                                rewritten_files=report.rewritten_files, added_files=report.added_files,
                                delete_files_folded=report.deletes_removed,
                                rewritten_bytes=report.rewritten_bytes, snapshots_expired=report.snapshots_expired,
@@ -117,7 +118,8 @@ class Maintainer:
         self._log.info("maintenance starting", table=name, epoch=epoch, plan=plan.describe())
         started = time.monotonic()
         report = run_plan(spark.jvm, spark.session._jsparkSession, table, name, plan, stats, self._settings,
-                          f"{self._connector}@{epoch}", keep_going)
+                          f"{self._connector}@{epoch}", keep_going,
+                          lambda step: self._log.info("maintenance step", table=name, step=step))
         if plan.remove_orphans:
             self._last_orphans[name] = now
         labels = {"table": name}

@@ -16,6 +16,7 @@ MB = 1024 * 1024
 class MaintenanceSettings:
     mode: str  # "auto" (upsert and CDC connectors only), "true" or "false"
     interval_s: float  # how often each table is looked at
+    convert_equality_deletes: bool  # into position deletes, at every look
     min_input_files: int  # small data files in one partition that make it worth compacting
     delete_files: int  # delete files that make the table worth compacting
     max_group_bytes: int  # one rewrite job's input: what a barrier may wait behind
@@ -40,6 +41,7 @@ def settings_from(values: dict[str, Any]) -> MaintenanceSettings:
     return MaintenanceSettings(
         mode=values[p + "enabled"],
         interval_s=values[p + "interval-ms"] / 1000,
+        convert_equality_deletes=values[p + "equality-deletes.convert"],
         min_input_files=values[p + "compaction.min-input-files"],
         delete_files=values[p + "compaction.delete-files"],
         max_group_bytes=values[p + "compaction.max-group-bytes"],

@@ -2,6 +2,9 @@
 
 Why it is safe beside the sink's own commits:
 
+* **Conversion** of equality deletes into position deletes names the rows each equality
+  delete removes by file and position, and swaps the two in one RowDelta that fails if a
+  data file it names was replaced meanwhile (see ``DeleteConversion``).
 * **Compaction** commits a ``replace`` snapshot whose new files take the data sequence
   number of the snapshot the rewrite *started* from (``use-starting-sequence-number``).
   An equality delete the sink commits while the rewrite runs has a higher sequence
@@ -31,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tabletopic.maintain.plan import MaintenancePlan
+from tabletopic.maintain.plan import MaintenancePlan, plan_compaction
 from tabletopic.maintain.settings import MaintenanceSettings
 from tabletopic.maintain.table_stats import TableStats, stats_from_java
 
@@ -47,6 +50,9 @@ class MaintenanceReport:
     table: str
     before: TableStats
     after: TableStats | None = None
+    equality_deletes_converted: int = 0
+    position_delete_files: int = 0
+    rows_deleted_by_position: int = 0
     rewritten_files: int = 0
     added_files: int = 0
     rewritten_bytes: int = 0
@@ -60,6 +66,10 @@ class MaintenanceReport:
 
     def describe(self) -> list[str]:
         lines = [f"before: {self.before.describe()}"]
+        if "convert" in self.steps:
+            lines.append(f"converted: {self.equality_deletes_converted} equality delete files -> "
+                         f"{self.position_delete_files} position delete files naming "
+                         f"{self.rows_deleted_by_position} rows")
         if "compact" in self.steps:
             lines.append(f"compacted: {self.rewritten_files} data files -> {self.added_files}, "
                          f"{self.rewritten_bytes} bytes rewritten, {self.deletes_removed} delete files folded")
@@ -81,8 +91,10 @@ def _total(result: Any, *getters: str) -> int:
 
 def run_plan(jvm: Any, jspark: Any, table: Any, name: str, plan: MaintenancePlan, before: TableStats,
              settings: MaintenanceSettings, maintained_by: str,
-             keep_going: Callable[[], bool] = lambda: True) -> MaintenanceReport:
-    """Run ``plan``'s steps on ``table`` in order, checking ``keep_going`` before each."""
+             keep_going: Callable[[], bool] = lambda: True,
+             starting: Callable[[str], None] = lambda step: None) -> MaintenanceReport:
+    """Run ``plan``'s steps on ``table`` in order, checking ``keep_going`` before each and telling
+    ``starting`` its name."""
     started = time.monotonic()
     report = MaintenanceReport(name, before)
     actions = jvm.org.apache.iceberg.spark.actions.SparkActions.get(jspark)
@@ -90,9 +102,19 @@ def run_plan(jvm: Any, jspark: Any, table: Any, name: str, plan: MaintenancePlan
     def step(what: str) -> None:
         if not keep_going():
             raise MaintenanceStopped(f"maintenance of {name} stopped before {what}")
+        starting(what)
         report.steps.append(what)
 
-    if plan.compact:
+    compact = plan.compact
+    if plan.convert:
+        step("convert")
+        converted = list(jvm.tabletopic.DeleteConversion.convert(table, {MAINTAINED_BY_KEY: maintained_by}))
+        # -1: a compaction replaced a data file meanwhile; the next look converts against the new files.
+        report.equality_deletes_converted = max(0, int(converted[0]))
+        report.position_delete_files, report.rows_deleted_by_position = int(converted[1]), int(converted[2])
+        table.refresh()
+        compact = plan_compaction(stats_from_java(jvm, table), settings)
+    if compact:
         step("compact")
         result = (actions.rewriteDataFiles(table)
                   .option("min-input-files", str(settings.min_input_files))

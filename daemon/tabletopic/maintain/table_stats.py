@@ -37,11 +37,12 @@ class TableStats:
     total_bytes: int
     snapshots: tuple[SnapshotInfo, ...]
     heads: tuple[int, ...]  # the snapshot each branch points at; main first
+    equality_deletes: int = 0  # of delete_files, the equality deletes
 
     def describe(self) -> str:
         return (f"{self.data_files} data files ({self.most_files_in_partition} in the fullest partition, "
                 f"{self.most_small_files_in_partition} small), {self.delete_files} delete files "
-                f"(at most {self.most_deletes_per_file} on one data file), "
+                f"({self.equality_deletes} equality, at most {self.most_deletes_per_file} on one data file), "
                 f"{len(self.snapshots)} snapshots, {self.manifests} manifests, {self.records} records, "
                 f"{self.total_bytes} bytes")
 
@@ -69,7 +70,8 @@ def stats_from_java(jvm: Any, table: Any) -> TableStats:
     return TableStats(int(counts[0]), int(counts[1]), int(counts[2]), int(counts[3]), int(counts[4]), int(counts[5]),
                       int(summary.get("total-records") or 0) if summary is not None else 0,
                       int(summary.get("total-files-size") or 0) if summary is not None else 0,
-                      snapshots, tuple([main] if main is not None else []) + tuple(h for h in heads if h != main))
+                      snapshots, tuple([main] if main is not None else []) + tuple(h for h in heads if h != main),
+                      int(counts[6]))
 
 
 def stats_from_pyiceberg(table: Any) -> TableStats:
@@ -89,6 +91,7 @@ def stats_from_pyiceberg(table: Any) -> TableStats:
     local_deletes: dict[tuple[int, str], list[tuple[int, bool]]] = {}
     manifests = current.manifests(table.io)
     deletes = 0
+    equality_deletes = 0
     for manifest in manifests:
         spec_id = manifest.partition_spec_id
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
@@ -102,6 +105,7 @@ def stats_from_pyiceberg(table: Any) -> TableStats:
                 continue
             deletes += 1
             equality = file.content == 2
+            equality_deletes += equality
             if specs[spec_id].is_unpartitioned():
                 global_deletes.append((sequence, equality))
             else:
@@ -119,4 +123,4 @@ def stats_from_pyiceberg(table: Any) -> TableStats:
     return TableStats(sum(data.values()), deletes, max(data.values(), default=0),
                       max(small_data.values(), default=0), len(manifests), most_deletes,
                       int(summary.get("total-records", 0)), int(summary.get("total-files-size", 0)),
-                      snapshots, (current.snapshot_id, *heads))
+                      snapshots, (current.snapshot_id, *heads), equality_deletes)

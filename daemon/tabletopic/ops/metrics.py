@@ -85,7 +85,7 @@ class _Families:
         self.table_snapshots = gauge("tabletopic_table_snapshots", "Snapshots in the table's metadata", ["table"])
         self.table_bytes = gauge("tabletopic_table_bytes", "Total size of the table's live files", ["table"])
         self.maintenance_runs = counter("tabletopic_maintenance_runs",
-                                        "Maintenance steps run (compact, expire, manifests, orphans)",
+                                        "Maintenance steps run (convert, compact, expire, manifests, orphans)",
                                         ["table", "step"])
         self.maintenance_failures = counter("tabletopic_maintenance_failures",
                                             "Maintenance runs that failed (retried at the next look)", ["table"])

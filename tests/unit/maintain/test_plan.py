@@ -8,7 +8,8 @@ from tabletopic.maintain.plan import plan_expiry, plan_maintenance
 from tabletopic.maintain.settings import MaintenanceSettings
 from tabletopic.maintain.table_stats import SnapshotInfo, TableStats
 
-SETTINGS = MaintenanceSettings(mode="auto", interval_s=0, min_input_files=10, delete_files=8,
+SETTINGS = MaintenanceSettings(mode="auto", interval_s=0, convert_equality_deletes=True, min_input_files=10,
+                               delete_files=8,
                                max_group_bytes=1 << 28, snapshot_age_s=3600, retain_last=2, orphan_age_s=86400,
                                orphan_interval_s=86400, max_manifests=50)
 NOW = 100 * 3_600_000
@@ -60,6 +61,14 @@ def test_compaction_triggers_on_deletes_per_data_file_or_small_files() -> None:
     assert plan_maintenance(stats(delete_files=30, most_deletes_per_file=7), SETTINGS, NOW, False).compact is None
     assert plan_maintenance(stats(most_small_files_in_partition=10), SETTINGS, NOW, False).compact is not None
     assert plan_maintenance(stats(manifests=51), SETTINGS, NOW, False).rewrite_manifests is not None
+
+
+def test_equality_deletes_are_converted_whenever_there_are_any_unless_turned_off() -> None:
+    plan = plan_maintenance(stats(delete_files=3, equality_deletes=2), SETTINGS, NOW, False)
+    assert plan.convert == "2 equality delete files" and plan.compact is None
+    assert plan_maintenance(stats(delete_files=3, equality_deletes=0), SETTINGS, NOW, False).empty
+    off = replace(SETTINGS, convert_equality_deletes=False)
+    assert plan_maintenance(stats(delete_files=3, equality_deletes=2), off, NOW, False).empty
 
 
 def test_enabled_for_upsert_tables_by_default() -> None:

@@ -27,8 +27,8 @@ public final class FileCensus {
 
   /**
    * Returns {data files, delete files, most data files in one partition, most small data files in
-   * one partition, manifests, most delete files applying to one data file} for the current
-   * snapshot; a file is small below {@code smallBytes}.
+   * one partition, manifests, most delete files applying to one data file, equality delete files}
+   * for the current snapshot; a file is small below {@code smallBytes}.
    *
    * <p>The last figure is what Spark's {@code delete-file-threshold} compares, estimated per
    * partition from its oldest data file: an equality delete applies to data files with a lower
@@ -38,7 +38,7 @@ public final class FileCensus {
   public static long[] count(Table table, long smallBytes) throws IOException {
     Snapshot snapshot = table.currentSnapshot();
     if (snapshot == null) {
-      return new long[] {0, 0, 0, 0, 0, 0};
+      return new long[] {0, 0, 0, 0, 0, 0, 0};
     }
     // per partition: files, small files, oldest data sequence number
     Map<String, long[]> perPartition = new HashMap<>();
@@ -60,11 +60,15 @@ public final class FileCensus {
     List<long[]> global = new ArrayList<>(); // {sequence number, equality?}
     Map<String, List<long[]>> local = new HashMap<>();
     long deleteFiles = 0;
+    long equalityDeletes = 0;
     for (ManifestFile manifest : snapshot.deleteManifests(table.io())) {
       try (ManifestReader<DeleteFile> reader =
           ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) {
         for (DeleteFile file : reader) {
           deleteFiles++;
+          if (file.content() == FileContent.EQUALITY_DELETES) {
+            equalityDeletes++;
+          }
           Long seq = file.dataSequenceNumber();
           long[] entry = {seq == null ? 0 : seq, file.content() == FileContent.EQUALITY_DELETES ? 1 : 0};
           if (table.specs().get(file.specId()).isUnpartitioned()) {
@@ -86,7 +90,13 @@ public final class FileCensus {
       mostDeletes = Math.max(mostDeletes, applying);
     }
     return new long[] {
-      dataFiles, deleteFiles, most, mostSmall, snapshot.allManifests(table.io()).size(), mostDeletes
+      dataFiles,
+      deleteFiles,
+      most,
+      mostSmall,
+      snapshot.allManifests(table.io()).size(),
+      mostDeletes,
+      equalityDeletes
     };
   }
 
@@ -112,10 +122,11 @@ public final class FileCensus {
    * <p>Why not Spark's remove-dangling-deletes: it matches delete files to data files of the same
    * spec and partition, so the equality deletes of an upsert table partitioned by something other
    * than its key (written in an unpartitioned spec, to apply everywhere) look dangling while they
-   * still apply, and removing them brings deleted rows back. Here every delete file is compared
-   * with the oldest data file of the whole table, which is never wrong: an equality delete applies
-   * only to data with a lower data sequence number, a position delete to data with a lower or
-   * equal one, and data committed later always gets a higher one.
+   * still apply, and removing them brings deleted rows back. Here an equality delete is compared
+   * with the oldest data file of the whole table, which is never wrong: it applies only to data
+   * with a lower data sequence number, and data committed later always gets a higher one. A
+   * position delete applies only to data files of its own spec and partition with a lower or equal
+   * number (Iceberg's DeleteFileIndex), so it is compared with the oldest data file there.
    */
   public static int removeDanglingDeletes(Table table, Map<String, String> summary) throws IOException {
     table.refresh();
@@ -124,11 +135,14 @@ public final class FileCensus {
       return 0;
     }
     long oldestData = Long.MAX_VALUE;
+    Map<String, Long> oldestIn = new HashMap<>();
     for (ManifestFile manifest : snapshot.dataManifests(table.io())) {
       try (ManifestReader<DataFile> reader = ManifestFiles.read(manifest, table.io(), table.specs())) {
         for (DataFile file : reader) {
           Long seq = file.dataSequenceNumber();
-          oldestData = Math.min(oldestData, seq == null ? 0 : seq);
+          long number = seq == null ? 0 : seq;
+          oldestData = Math.min(oldestData, number);
+          oldestIn.merge(key(table, file), number, Math::min);
         }
       }
     }
@@ -139,7 +153,7 @@ public final class FileCensus {
         for (DeleteFile file : reader) {
           long seq = file.dataSequenceNumber() == null ? Long.MAX_VALUE : file.dataSequenceNumber();
           boolean equality = file.content() == FileContent.EQUALITY_DELETES;
-          if (equality ? seq <= oldestData : seq < oldestData) {
+          if (equality ? seq <= oldestData : seq < oldestIn.getOrDefault(key(table, file), Long.MAX_VALUE)) {
             dangling.add(file.copyWithoutStats());
           }
         }
