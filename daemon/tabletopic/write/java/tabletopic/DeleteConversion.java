@@ -3,6 +3,7 @@ package tabletopic;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.BitSet;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -38,7 +39,7 @@ import org.apache.iceberg.io.DeleteSchemaUtil;
 import org.apache.iceberg.io.OutputFileFactory;
 import org.apache.iceberg.parquet.Parquet;
 import org.apache.iceberg.types.TypeUtil;
-import org.apache.iceberg.util.StructLikeSet;
+import org.apache.iceberg.util.StructLikeMap;
 
 /**
  * Turns a table's equality deletes into position deletes, without rewriting any data file.
@@ -109,23 +110,34 @@ public final class DeleteConversion {
         }
       }
     }
-    Map<String, StructLikeSet> keys = new HashMap<>();
-    Map<String, Schema> keySchemas = new HashMap<>();
+    // Each key shape (set of equality fields) gets one map: key -> the equality deletes holding it,
+    // so a data row costs one lookup however many deletes apply to its file.
+    List<KeyShape> shapes = new ArrayList<>();
+    Map<String, Integer> converted = new LinkedHashMap<>(); // equality delete -> its index
     for (DeleteFile delete : equality.values()) {
       Schema keySchema = keySchema(table, delete);
       if (keySchema == null || blocked.contains(delete.location())) {
         continue;
       }
-      StructLikeSet set = StructLikeSet.create(keySchema.asStruct());
-      try (CloseableIterable<Record> rows = read(table, delete.location(), keySchema)) {
-        for (Record row : rows) {
-          set.add(row.copy());
+      KeyShape shape = null;
+      for (KeyShape known : shapes) {
+        if (known.schema.sameSchema(keySchema)) {
+          shape = known;
         }
       }
-      keys.put(delete.location(), set);
-      keySchemas.put(delete.location(), keySchema);
+      if (shape == null) {
+        shape = new KeyShape(keySchema);
+        shapes.add(shape);
+      }
+      int index = converted.size();
+      converted.put(delete.location(), index);
+      try (CloseableIterable<Record> rows = read(table, delete.location(), keySchema)) {
+        for (Record row : rows) {
+          shape.add(row, index);
+        }
+      }
     }
-    if (keys.isEmpty()) {
+    if (converted.isEmpty()) {
       return new long[] {0, 0, 0};
     }
 
@@ -134,29 +146,37 @@ public final class DeleteConversion {
     Map<String, Partition> partitions = new LinkedHashMap<>();
     long rows = 0;
     for (Map.Entry<String, List<String>> entry : targetsOf.entrySet()) {
-      List<String> applying = new ArrayList<>();
+      BitSet applying = new BitSet();
       for (String path : entry.getValue()) {
-        if (keys.containsKey(path)) {
-          applying.add(path);
+        Integer index = converted.get(path);
+        if (index != null) {
+          applying.set(index);
         }
       }
       if (applying.isEmpty()) {
         continue;
       }
       DataFile file = live.get(entry.getKey());
-      long[] found = matches(table, file, applying, keys, keySchemas);
+      long[] found = matches(table, file, applying, shapes);
       if (found.length > 0) {
         partitions.computeIfAbsent(group(table, file), k -> new Partition(file)).add(file.location(), found);
         rows += found.length;
       }
     }
     // The partitions written to keep one position delete file each: the ones they hold are merged
-    // in, less the positions of data files no longer live (a compaction took them).
+    // in, less the positions of data files no longer live (a compaction took them). Equality
+    // deletes that apply to nothing go in the same commit.
     List<DeleteFile> merged = new ArrayList<>();
     for (ManifestFile manifest : snapshot.deleteManifests(table.io())) {
       try (ManifestReader<DeleteFile> reader =
           ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) {
         for (DeleteFile delete : reader) {
+          if (delete.content() == FileContent.EQUALITY_DELETES && !equality.containsKey(delete.location())) {
+            // Planning attached it to no live data file: it applies to none (all are newer, or
+            // their key ranges miss its keys), nor to a rewrite of them under way.
+            merged.add(delete.copyWithoutStats());
+            continue;
+          }
           Partition partition = partitions.get(group(table, delete));
           if (delete.content() != FileContent.POSITION_DELETES
               || delete.format() != FileFormat.PARQUET
@@ -198,7 +218,7 @@ public final class DeleteConversion {
               .validateDeletedFiles();
       added.forEach(delta::addDeletes);
       merged.forEach(delta::removeDeletes);
-      for (String path : keys.keySet()) {
+      for (String path : converted.keySet()) {
         delta.removeDeletes(equality.get(path));
       }
       summary.forEach(delta::set);
@@ -212,7 +232,7 @@ public final class DeleteConversion {
       removeQuietly(table, added);
       throw e;
     }
-    return new long[] {keys.size(), added.size(), rows};
+    return new long[] {converted.size(), added.size(), rows};
   }
 
   private static String group(Table table, ContentFile<?> file) {
@@ -223,6 +243,7 @@ public final class DeleteConversion {
   private static final class Partition {
     private final DataFile sample; // any data file of the partition: its spec and partition values
     private final TreeMap<String, long[]> positions = new TreeMap<>();
+    private final Map<String, Integer> sizes = new HashMap<>(); // used length of each array
 
     Partition(DataFile sample) {
       this.sample = sample;
@@ -230,13 +251,17 @@ public final class DeleteConversion {
 
     void add(String path, long[] more) {
       long[] known = positions.get(path);
-      if (known == null) {
-        positions.put(path, more);
-        return;
+      int size = known == null ? 0 : sizes.get(path);
+      if (known == null || size + more.length > known.length) {
+        long[] grown = new long[Math.max(size + more.length, 2 * size)];
+        if (known != null) {
+          System.arraycopy(known, 0, grown, 0, size);
+        }
+        known = grown;
+        positions.put(path, known);
       }
-      long[] both = Arrays.copyOf(known, known.length + more.length);
-      System.arraycopy(more, 0, both, known.length, more.length);
-      positions.put(path, both);
+      System.arraycopy(more, 0, known, size, more.length);
+      sizes.put(path, size + more.length);
     }
 
     /** One position delete file, sorted by path then position, each position once. */
@@ -256,7 +281,7 @@ public final class DeleteConversion {
       PositionDelete<Record> delete = PositionDelete.create();
       try (PositionDeleteWriter<Record> closing = writer) {
         for (Map.Entry<String, long[]> entry : positions.entrySet()) {
-          long[] sorted = entry.getValue().clone();
+          long[] sorted = Arrays.copyOf(entry.getValue(), sizes.get(entry.getKey()));
           Arrays.sort(sorted);
           for (int i = 0; i < sorted.length; i++) {
             if (i == 0 || sorted[i] != sorted[i - 1]) {
@@ -291,38 +316,47 @@ public final class DeleteConversion {
         .build();
   }
 
-  /** The positions of {@code file}'s rows whose keys one of {@code applying} holds. */
-  private static long[] matches(
-      Table table,
-      DataFile file,
-      List<String> applying,
-      Map<String, StructLikeSet> keys,
-      Map<String, Schema> keySchemas)
-      throws IOException {
-    Map<Schema, List<StructLikeSet>> bySchema = new LinkedHashMap<>();
-    for (String path : applying) {
-      Schema schema = keySchemas.get(path);
-      Schema same = null;
-      for (Schema known : bySchema.keySet()) {
-        if (known.sameSchema(schema)) {
-          same = known;
-        }
-      }
-      bySchema.computeIfAbsent(same == null ? schema : same, k -> new ArrayList<>()).add(keys.get(path));
+  /** The keys of the equality deletes with one set of equality fields. */
+  private static final class KeyShape {
+    private final Schema schema;
+    private final StructLikeMap<int[]> holders; // key -> indexes of the equality deletes holding it
+
+    KeyShape(Schema schema) {
+      this.schema = schema;
+      this.holders = StructLikeMap.create(schema.asStruct());
     }
+
+    void add(Record key, int index) {
+      int[] known = holders.get(key);
+      if (known == null) {
+        holders.put(key.copy(), new int[] {index});
+      } else if (known[known.length - 1] != index) {
+        int[] more = Arrays.copyOf(known, known.length + 1);
+        more[known.length] = index;
+        holders.put(key, more);
+      }
+    }
+  }
+
+  /** The positions of {@code file}'s rows whose key an equality delete in {@code applying} holds. */
+  private static long[] matches(Table table, DataFile file, BitSet applying, List<KeyShape> shapes)
+      throws IOException {
     long[] found = new long[16];
     int n = 0;
-    for (Map.Entry<Schema, List<StructLikeSet>> entry : bySchema.entrySet()) {
+    for (KeyShape shape : shapes) {
       long position = 0;
-      try (CloseableIterable<Record> rows = read(table, file.location(), entry.getKey())) {
+      try (CloseableIterable<Record> rows = read(table, file.location(), shape.schema)) {
         for (Record row : rows) {
-          for (StructLikeSet set : entry.getValue()) {
-            if (set.contains(row)) {
-              if (n == found.length) {
-                found = Arrays.copyOf(found, n * 2);
+          int[] holders = shape.holders.get(row);
+          if (holders != null) {
+            for (int index : holders) {
+              if (applying.get(index)) {
+                if (n == found.length) {
+                  found = Arrays.copyOf(found, n * 2);
+                }
+                found[n++] = position;
+                break;
               }
-              found[n++] = position;
-              break;
             }
           }
           position++;
