@@ -10,7 +10,8 @@ Three tables get the same rows through tabletopic's own writer and committer (no
 
 It prints full-read times (count and sum over every row) by Spark and by DuckDB after 1, 10,
 50 and 200 commits for the first two, the one-commit table's read beside them, and the
-records/s of the write-and-commit path with maintenance on and off, all from this run.
+records/s of the write-and-commit path with maintenance on and off, all from this run. Every
+read is checked: each key once, at the version of its last update.
 
     python bench/maintenance_reads.py [--keys 200000] [--updates 5000] [--commits 200]
 """
@@ -75,25 +76,26 @@ class Background:
             self.thread.join()
 
 
-def read_spark(spark: SparkRuntime, name: str) -> tuple[float, int]:
+def read_spark(spark: SparkRuntime, name: str) -> tuple[float, tuple[int, int]]:
+    """Seconds, and (rows, sum of versions): what the table must equal."""
     started = time.perf_counter()
-    count, _ = spark.activate().sql(f"SELECT count(*), sum(version) FROM reader.{name}").collect()[0]
-    return time.perf_counter() - started, int(count)
+    count, total = spark.activate().sql(f"SELECT count(*), sum(version) FROM reader.{name}").collect()[0]
+    return time.perf_counter() - started, (int(count), int(total))
 
 
-def read_duckdb(location: Path, limit_s: float) -> tuple[float, int | None]:
+def read_duckdb(location: Path, limit_s: float) -> tuple[float, tuple[int, int] | None]:
     """DuckDB applies equality deletes super-linearly: a read past ``limit_s`` is stopped and shown as such."""
     db = duckdb_offline("avro", "iceberg")
     stopper = threading.Timer(limit_s, db.interrupt)
     started = time.perf_counter()
     stopper.start()
     try:
-        count, _ = db.execute(f"SELECT count(*), sum(version) FROM iceberg_scan('{location}')").fetchone()
+        count, total = db.execute(f"SELECT count(*), sum(version) FROM iceberg_scan('{location}')").fetchone()
     except Exception:  # interrupted
         return float("inf"), None
     finally:
         stopper.cancel()
-    return time.perf_counter() - started, int(count)
+    return time.perf_counter() - started, (int(count), int(total))
 
 
 def _s(seconds: float, limit: float) -> str:
@@ -107,6 +109,8 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=200)
     parser.add_argument("--delete-files", type=int, default=0,
                         help="compaction.delete-files for the maintained table (0: the daemon's default)")
+    parser.add_argument("--no-convert", action="store_true",
+                        help="maintenance without turning equality deletes into position deletes: plain rewriting")
     parser.add_argument("--duckdb-limit", type=float, default=120.0, help="seconds before a DuckDB read is stopped")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tabletopic-bench-"))
@@ -122,6 +126,7 @@ def main() -> None:
             # The daemon's defaults, except a look after every commit instead of every 10 minutes.
             "tabletopic.maintenance.interval-ms": "0",
             **({"tabletopic.maintenance.compaction.delete-files": str(args.delete_files)} if args.delete_files else {}),
+            **({"tabletopic.maintenance.equality-deletes.convert": "false"} if args.no_convert else {}),
         }, worker)
         tables = IcebergTables(spark, config)
         # Reads go through a catalog of their own that caches nothing, as a separate reader's would:
@@ -134,6 +139,8 @@ def main() -> None:
         spark.session  # noqa: B018 - start-up is not what is measured
         first = rows(np.arange(args.keys), 1)
         triggers = f"compaction.delete-files={args.delete_files}" if args.delete_files else "the default triggers"
+        triggers += ", equality deletes " + ("left to compaction" if args.no_convert
+                                             else "turned into position deletes")
         print(f"\n{args.keys:,} keys, then {args.commits} commits of {args.updates:,} updated keys, "
               f"Spark local[2]; maintenance with {triggers}\n")
         reads: dict[str, dict[int, tuple[float, float]]] = {}
@@ -143,6 +150,7 @@ def main() -> None:
             offsets = write(tables, writer, committer, name, first, args.keys, {})
             position = args.keys
             rng = np.random.default_rng(11)  # the same updates for both tables
+            versions = np.ones(args.keys, dtype=np.int64)  # what each key must read as
             updates = []
             background = Background(spark, tables, name, config.maintenance) if name == "b.maintained" else None
             reads[name] = {}
@@ -154,12 +162,14 @@ def main() -> None:
                 started = time.perf_counter()
                 offsets = write(tables, writer, committer, name, rows(ids, commit + 1), position, offsets)
                 writing += time.perf_counter() - started
+                versions[ids] = commit + 1
+                expected = (args.keys, int(versions.sum()))
                 if background is not None:
                     background.poke()
                 if commit in CHECKPOINTS:
-                    spark_s, count = read_spark(spark, name)
-                    duck_s, duck_count = read_duckdb(warehouse / "b" / name.split(".")[1], args.duckdb_limit)
-                    assert count == args.keys and duck_count in (None, args.keys), (count, duck_count)
+                    spark_s, got = read_spark(spark, name)
+                    duck_s, duck_got = read_duckdb(warehouse / "b" / name.split(".")[1], args.duckdb_limit)
+                    assert got == expected and duck_got in (None, expected), (name, commit, got, duck_got, expected)
                     reads[name][commit] = (spark_s, duck_s)
             rates[name] = args.commits * args.updates / writing
             if background is not None:
@@ -167,8 +177,10 @@ def main() -> None:
                 background.join()
                 background.poke()
                 background.join()
-                reads["at rest"] = {args.commits: (read_spark(spark, name)[0],
-                                                   read_duckdb(warehouse / "b" / "maintained", args.duckdb_limit)[0])}
+                (spark_s, got), (duck_s, duck_got) = (read_spark(spark, name),
+                                                      read_duckdb(warehouse / "b" / "maintained", args.duckdb_limit))
+                assert got == expected and duck_got in (None, expected), ("at rest", got, duck_got, expected)
+                reads["at rest"] = {args.commits: (spark_s, duck_s)}
         assert background is not None
         # The final rows again: each key at the version of its last update, in one commit.
         final_version = np.ones(args.keys, dtype=np.int64)

@@ -34,8 +34,8 @@ class MaintenancePlan:
         return not (self.convert or self.compact or self.expire or self.rewrite_manifests or self.remove_orphans)
 
     def describe(self) -> list[str]:
-        lines = [f"convert equality deletes to position deletes: {self.convert or 'not needed'}",
-                 f"compact: {self.compact or 'not needed'}"]
+        lines = [f"compact: {self.compact or 'not needed'}",
+                 f"convert equality deletes to position deletes: {self.convert or 'not needed'}"]
         if self.expire is None:
             lines.append("expire snapshots: none due")
         else:
@@ -49,25 +49,19 @@ class MaintenancePlan:
 
 def plan_maintenance(stats: TableStats, settings: MaintenanceSettings, now_ms: int,
                      orphans_due: bool) -> MaintenancePlan:
+    compact = None
+    if stats.most_deletes_per_file >= settings.delete_files:
+        compact = (f"{stats.most_deletes_per_file} delete files apply to one data file "
+                   f"(threshold {settings.delete_files})")
+    elif stats.most_small_files_in_partition >= settings.min_input_files:
+        compact = (f"{stats.most_small_files_in_partition} small data files in one partition "
+                   f"(threshold {settings.min_input_files})")
     convert = (f"{stats.equality_deletes} equality delete files"
                if settings.convert_equality_deletes and stats.equality_deletes else None)
     manifests = (f"{stats.manifests} manifests (threshold {settings.max_manifests})"
                  if stats.manifests > settings.max_manifests else None)
-    return MaintenancePlan(plan_compaction(stats, settings),
-                           plan_expiry(stats.snapshots, stats.heads, settings, now_ms), manifests,
+    return MaintenancePlan(compact, plan_expiry(stats.snapshots, stats.heads, settings, now_ms), manifests,
                            orphans_due and bool(stats.snapshots), convert)
-
-
-def plan_compaction(stats: TableStats, settings: MaintenanceSettings) -> str | None:
-    """Why the table needs compacting, or None; asked again after a conversion, which changes the
-    delete files a data file carries."""
-    if stats.most_deletes_per_file >= settings.delete_files:
-        return (f"{stats.most_deletes_per_file} delete files apply to one data file "
-                f"(threshold {settings.delete_files})")
-    if stats.most_small_files_in_partition >= settings.min_input_files:
-        return (f"{stats.most_small_files_in_partition} small data files in one partition "
-                f"(threshold {settings.min_input_files})")
-    return None
 
 
 def plan_expiry(snapshots: tuple[SnapshotInfo, ...], heads: tuple[int, ...], settings: MaintenanceSettings,

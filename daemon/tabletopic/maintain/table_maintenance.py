@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tabletopic.maintain.plan import MaintenancePlan, plan_compaction
+from tabletopic.maintain.plan import MaintenancePlan
 from tabletopic.maintain.settings import MaintenanceSettings
 from tabletopic.maintain.table_stats import TableStats, stats_from_java
 
@@ -66,13 +66,13 @@ class MaintenanceReport:
 
     def describe(self) -> list[str]:
         lines = [f"before: {self.before.describe()}"]
+        if "compact" in self.steps:
+            lines.append(f"compacted: {self.rewritten_files} data files -> {self.added_files}, "
+                         f"{self.rewritten_bytes} bytes rewritten, {self.deletes_removed} delete files folded")
         if "convert" in self.steps:
             lines.append(f"converted: {self.equality_deletes_converted} equality delete files -> "
                          f"{self.position_delete_files} position delete files naming "
                          f"{self.rows_deleted_by_position} rows")
-        if "compact" in self.steps:
-            lines.append(f"compacted: {self.rewritten_files} data files -> {self.added_files}, "
-                         f"{self.rewritten_bytes} bytes rewritten, {self.deletes_removed} delete files folded")
         if "expire" in self.steps:
             lines.append(f"expired: {self.snapshots_expired} snapshots, {self.files_deleted_by_expiry} files deleted")
         if "orphans" in self.steps:
@@ -105,16 +105,7 @@ def run_plan(jvm: Any, jspark: Any, table: Any, name: str, plan: MaintenancePlan
         starting(what)
         report.steps.append(what)
 
-    compact = plan.compact
-    if plan.convert:
-        step("convert")
-        converted = list(jvm.tabletopic.DeleteConversion.convert(table, {MAINTAINED_BY_KEY: maintained_by}))
-        # -1: a compaction replaced a data file meanwhile; the next look converts against the new files.
-        report.equality_deletes_converted = max(0, int(converted[0]))
-        report.position_delete_files, report.rows_deleted_by_position = int(converted[1]), int(converted[2])
-        table.refresh()
-        compact = plan_compaction(stats_from_java(jvm, table), settings)
-    if compact:
+    if plan.compact:
         step("compact")
         result = (actions.rewriteDataFiles(table)
                   .option("min-input-files", str(settings.min_input_files))
@@ -135,6 +126,15 @@ def run_plan(jvm: Any, jspark: Any, table: Any, name: str, plan: MaintenancePlan
         table.refresh()
         removed = int(jvm.tabletopic.FileCensus.removeDanglingDeletes(table, {MAINTAINED_BY_KEY: maintained_by}))
         report.deletes_removed = max(0, removed)
+        table.refresh()
+    # After a compaction, not before it: the equality deletes the sink committed while it ran are what
+    # readers would pay for until the next look.
+    if plan.convert or (plan.compact and settings.convert_equality_deletes):
+        step("convert")
+        converted = list(jvm.tabletopic.DeleteConversion.convert(table, {MAINTAINED_BY_KEY: maintained_by}))
+        # -1: a compaction replaced a data file meanwhile; the next look converts against the new files.
+        report.equality_deletes_converted = max(0, int(converted[0]))
+        report.position_delete_files, report.rows_deleted_by_position = int(converted[1]), int(converted[2])
         table.refresh()
     if plan.expire is not None:
         step("expire")
