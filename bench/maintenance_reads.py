@@ -4,7 +4,8 @@ Three tables get the same rows through tabletopic's own writer and committer (no
 
 * **plain**: N keys in one commit, then C commits of U updated keys each, no maintenance;
 * **maintained**: the same commits, with the daemon's maintenance (same plan, same Spark
-  actions) run on its own thread between commits, as the coordinator runs it;
+  actions) run on its own thread between commits, as the coordinator runs it: a whole look
+  every ``--look-every`` commits, and only the conversion of equality deletes after the others;
 * **one commit**: the same keys at the same versions, written in a single commit: the best a
   reader can hope for.
 
@@ -32,7 +33,7 @@ from tabletopic.commit.table_committer import TableCommitter
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.demo.lake_servers import duckdb_offline
-from tabletopic.maintain.plan import plan_maintenance
+from tabletopic.maintain.plan import plan_conversion, plan_maintenance
 from tabletopic.maintain.table_maintenance import run_plan
 from tabletopic.maintain.table_stats import stats_from_java
 from tabletopic.write.file_writer import FileWriter
@@ -50,20 +51,28 @@ class Background:
         self.spark, self.tables, self.name, self.settings = spark, tables, name, settings
         self.thread: threading.Thread | None = None
         self.runs = 0
+        self.last_look = 0
         self.errors: list[str] = []
 
-    def poke(self) -> None:
+    def poke(self, commit: int, look_every: int = 1) -> None:
+        """Unless a run is under way, start a look (every step whose trigger is met) if ``look_every``
+        commits passed since the last one began, else only a conversion: the coordinator's rule, with
+        the interval counted in commits."""
         if self.thread is None or not self.thread.is_alive():
-            self.thread = threading.Thread(target=self._run, daemon=True)
+            look = commit - self.last_look >= look_every
+            if look:
+                self.last_look = commit
+            self.thread = threading.Thread(target=self._run, args=(look,), daemon=True)
             self.thread.start()
 
-    def _run(self) -> None:
+    def _run(self, look: bool) -> None:
         try:
             context = self.spark.activate().sparkContext
             context.setLocalProperty("spark.scheduler.pool", "tabletopic-maintenance")
             table = self.tables.get(self.name).java
             stats = stats_from_java(self.spark.jvm, table)
-            plan = plan_maintenance(stats, self.settings, int(time.time() * 1000), orphans_due=False)
+            plan = (plan_maintenance(stats, self.settings, int(time.time() * 1000), orphans_due=False) if look
+                    else plan_conversion(stats, self.settings))
             if not plan.empty:
                 run_plan(self.spark.jvm, self.spark.session._jsparkSession, table, self.name, plan, stats,
                          self.settings, "bench")
@@ -109,6 +118,9 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=200)
     parser.add_argument("--delete-files", type=int, default=0,
                         help="compaction.delete-files for the maintained table (0: the daemon's default)")
+    parser.add_argument("--look-every", type=int, default=1,
+                        help="commits between two whole looks; the commits between only convert (the daemon's "
+                             "interval-ms, counted in commits)")
     parser.add_argument("--no-convert", action="store_true",
                         help="maintenance without turning equality deletes into position deletes: plain rewriting")
     parser.add_argument("--duckdb-limit", type=float, default=120.0, help="seconds before a DuckDB read is stopped")
@@ -141,6 +153,8 @@ def main() -> None:
         triggers = f"compaction.delete-files={args.delete_files}" if args.delete_files else "the default triggers"
         triggers += ", equality deletes " + ("left to compaction" if args.no_convert
                                              else "turned into position deletes")
+        triggers += ", a whole look after " + ("every commit" if args.look_every == 1
+                                               else f"every {args.look_every} commits")
         print(f"\n{args.keys:,} keys, then {args.commits} commits of {args.updates:,} updated keys, "
               f"Spark local[2]; maintenance with {triggers}\n")
         reads: dict[str, dict[int, tuple[float, float]]] = {}
@@ -165,7 +179,7 @@ def main() -> None:
                 versions[ids] = commit + 1
                 expected = (args.keys, int(versions.sum()))
                 if background is not None:
-                    background.poke()
+                    background.poke(commit, args.look_every)
                 if commit in CHECKPOINTS:
                     spark_s, got = read_spark(spark, name)
                     duck_s, duck_got = read_duckdb(warehouse / "b" / name.split(".")[1], args.duckdb_limit)
@@ -175,7 +189,7 @@ def main() -> None:
             if background is not None:
                 # The stream stops: the run under way ends, and one more look finds what is left.
                 background.join()
-                background.poke()
+                background.poke(args.commits + args.look_every)
                 background.join()
                 (spark_s, got), (duck_s, duck_got) = (read_spark(spark, name),
                                                       read_duckdb(warehouse / "b" / "maintained", args.duckdb_limit))

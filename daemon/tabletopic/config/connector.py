@@ -158,10 +158,10 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "How often each table is looked at; a look reads only metadata, and acts when a trigger below is met.",
         minimum=0),
     Key("tabletopic.maintenance.equality-deletes.convert", KeyType.BOOLEAN, True,
-        "At every look, turn the table's equality deletes into position deletes: only the key columns of the "
-        "data files they apply to are read, no data file is rewritten, and readers then skip deleted rows by "
-        "position instead of comparing every row with every key. Off: equality deletes stay until compaction "
-        "folds them."),
+        "After every commit round, not only at each look, turn the table's equality deletes into position "
+        "deletes: only the key columns of the data files they apply to are read, no data file is rewritten, and "
+        "readers then skip deleted rows by position instead of comparing every row with every key. Off: "
+        "equality deletes stay until compaction folds them."),
     Key("tabletopic.maintenance.compaction.min-input-files", KeyType.INT, 10,
         "Compact a partition once it holds this many data files smaller than the target file size "
         "(write.target-file-size-bytes).", minimum=2),

@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 
 from tabletopic.commit.source_offsets import read_recorded
-from tabletopic.maintain.plan import plan_maintenance
+from tabletopic.maintain.plan import plan_conversion, plan_maintenance
 from tabletopic.maintain.settings import MaintenanceSettings
 from tabletopic.maintain.table_maintenance import MaintenanceReport, MaintenanceStopped, run_plan
 from tabletopic.maintain.table_stats import stats_from_java
@@ -64,7 +64,14 @@ class Maintainer:
             # First looked at one interval after it is first seen, not at once: a coordinator that
             # just took over (a rebalance, a restart) has catching up to do first.
             self._last_look.setdefault(name, now)
-        return sorted(n for n in names if now - self._last_look[n] >= self._settings.interval_s)
+        if self._settings.convert_equality_deletes:
+            # Between looks, every round converts the equality deletes it finds (see plan_conversion).
+            return sorted(names)
+        return sorted(n for n in names if self.look_due(n, now))
+
+    def look_due(self, name: str, now: float) -> bool:
+        """Whether ``name`` gets a whole look (every step whose trigger is met), not only a conversion."""
+        return now - self._last_look.setdefault(name, now) >= self._settings.interval_s
 
     async def run(self, names: list[str], epoch: int, keep_going: Callable[[], bool]) -> None:
         """Look at ``names`` one by one, acting where a trigger is met; failures are logged and counted
@@ -73,9 +80,12 @@ class Maintainer:
         for name in names:
             if self._stopping or not keep_going():
                 return
-            self._last_look[name] = self._clock()
+            now = self._clock()
+            look = self.look_due(name, now)
+            if look:
+                self._last_look[name] = now
             try:
-                report = await loop.run_in_executor(self._executor, self._maintain, name, epoch,
+                report = await loop.run_in_executor(self._executor, self._maintain, name, epoch, look,
                                                     lambda: keep_going() and not self._stopping)
             except MaintenanceStopped as exc:
                 self._log.info("maintenance stopped", table=name, reason=str(exc))
@@ -95,7 +105,9 @@ class Maintainer:
                                rewritten_bytes=report.rewritten_bytes, snapshots_expired=report.snapshots_expired,
                                orphans_removed=report.orphans_removed, seconds=round(report.seconds, 2))
 
-    def _maintain(self, name: str, epoch: int, keep_going: Callable[[], bool]) -> MaintenanceReport | None:
+    def _maintain(self, name: str, epoch: int, look: bool,
+                  keep_going: Callable[[], bool]) -> MaintenanceReport | None:
+        """A look (every step whose trigger is met) when ``look``, else only the conversion."""
         spark = self._tables.spark
         context = spark.activate().sparkContext
         context.setJobGroup(self._job_group, f"maintenance of {name}", interruptOnCancel=True)
@@ -112,7 +124,8 @@ class Maintainer:
         now = self._clock()
         # Listing storage is the costliest step: first after one orphan interval, then once per interval.
         orphans_due = now - self._last_orphans.setdefault(name, now) >= self._settings.orphan_interval_s
-        plan = plan_maintenance(stats, self._settings, int(time.time() * 1000), orphans_due)
+        plan = (plan_maintenance(stats, self._settings, int(time.time() * 1000), orphans_due) if look
+                else plan_conversion(stats, self._settings))
         if plan.empty:
             return None
         self._log.info("maintenance starting", table=name, epoch=epoch, plan=plan.describe())

@@ -56,12 +56,23 @@ def plan_maintenance(stats: TableStats, settings: MaintenanceSettings, now_ms: i
     elif stats.most_small_files_in_partition >= settings.min_input_files:
         compact = (f"{stats.most_small_files_in_partition} small data files in one partition "
                    f"(threshold {settings.min_input_files})")
-    convert = (f"{stats.equality_deletes} equality delete files"
-               if settings.convert_equality_deletes and stats.equality_deletes else None)
+    convert = _conversion(stats, settings)
     manifests = (f"{stats.manifests} manifests (threshold {settings.max_manifests})"
                  if stats.manifests > settings.max_manifests else None)
     return MaintenancePlan(compact, plan_expiry(stats.snapshots, stats.heads, settings, now_ms), manifests,
                            orphans_due and bool(stats.snapshots), convert)
+
+
+def plan_conversion(stats: TableStats, settings: MaintenanceSettings) -> MaintenancePlan:
+    """Between looks, at every commit round: only the conversion of equality deletes, which costs a
+    fraction of a compaction and which readers feel at once."""
+    return MaintenancePlan(None, None, None, False, _conversion(stats, settings))
+
+
+def _conversion(stats: TableStats, settings: MaintenanceSettings) -> str | None:
+    if not (settings.convert_equality_deletes and stats.equality_deletes):
+        return None
+    return f"{stats.equality_deletes} equality delete files"
 
 
 def plan_expiry(snapshots: tuple[SnapshotInfo, ...], heads: tuple[int, ...], settings: MaintenanceSettings,

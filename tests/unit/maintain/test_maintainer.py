@@ -10,9 +10,10 @@ from tests.unit.fakes import metrics
 from tests.unit.maintain.test_plan import SETTINGS
 
 
-def _maintainer(now: list[float], names: set[str], enabled: bool = True) -> Maintainer:
+def _maintainer(now: list[float], names: set[str], enabled: bool = True, convert: bool = False) -> Maintainer:
     tables: Any = None  # due() reads no table
-    return Maintainer("c", "connect-c", tables, replace(SETTINGS, interval_s=600), metrics(), lambda: names,
+    settings = replace(SETTINGS, interval_s=600, convert_equality_deletes=convert)
+    return Maintainer("c", "connect-c", tables, settings, metrics(), lambda: names,
                       enabled=lambda table: enabled, clock=lambda: now[0])
 
 
@@ -34,3 +35,13 @@ def test_a_disabled_maintainer_has_nothing_due() -> None:
     maintainer = _maintainer(now, {"db.a"}, enabled=False)
     now[0] += 10_000
     assert maintainer.due() == []
+
+
+def test_with_conversion_every_table_is_due_every_round_and_looked_at_by_the_interval() -> None:
+    now, names = [1000.0], {"db.a"}
+    maintainer = _maintainer(now, names, convert=True)
+    assert maintainer.due() == ["db.a"]  # for a conversion only
+    assert not maintainer.look_due("db.a", now[0])
+    now[0] += 600
+    assert maintainer.due() == ["db.a"] and maintainer.look_due("db.a", now[0])
+    assert _maintainer(now, names, enabled=False, convert=True).due() == []
