@@ -16,7 +16,7 @@ MB = 1024 * 1024
 class MaintenanceSettings:
     mode: str  # "auto" (upsert and CDC connectors only), "true" or "false"
     interval_s: float  # how often each table is looked at
-    convert_equality_deletes: bool  # into position deletes, at every look
+    convert_equality_deletes: bool  # into position deletes, after every commit round
     min_input_files: int  # small data files in one partition that make it worth compacting
     delete_files: int  # delete files that make the table worth compacting
     max_group_bytes: int  # one rewrite job's input: what a barrier may wait behind

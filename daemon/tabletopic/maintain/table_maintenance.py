@@ -132,7 +132,7 @@ def run_plan(jvm: Any, jspark: Any, table: Any, name: str, plan: MaintenancePlan
     if plan.convert or (plan.compact and settings.convert_equality_deletes):
         step("convert")
         converted = list(jvm.tabletopic.DeleteConversion.convert(table, {MAINTAINED_BY_KEY: maintained_by}))
-        # -1: a compaction replaced a data file meanwhile; the next look converts against the new files.
+        # -1: a compaction replaced a data file meanwhile; the next round converts against the new files.
         report.equality_deletes_converted = max(0, int(converted[0]))
         report.position_delete_files, report.rows_deleted_by_position = int(converted[1]), int(converted[2])
         table.refresh()

@@ -50,7 +50,7 @@ import org.apache.iceberg.util.StructLikeMap;
  * sink keeps writing equality deletes, because it cannot know where an older row lives without
  * reading the table; this finds those rows once, here, off the write path. It reads only the key
  * columns of the data files the deletes apply to, so it costs a fraction of a compaction and can
- * run at every maintenance look.
+ * run after every commit round.
  *
  * <p>Why it is correct beside other writers, in one RowDelta validated from the snapshot it read:
  *
@@ -62,7 +62,7 @@ import org.apache.iceberg.util.StructLikeMap;
  *   <li>{@code validateDataFilesExist} fails the commit if a compaction (ours or anyone's) replaced
  *       a data file the new position deletes name: the equality delete then stays, and the
  *       rewritten rows still get it, because a rewrite keeps its starting sequence number. The
- *       next look converts it against the new files.
+ *       next round converts it against the new files.
  *   <li>A compaction that commits after this one and replaced a file named here fails on its
  *       side: a rewrite refuses new position deletes against the files it replaces.
  *   <li>The sink's commits only add files and equality deletes, which apply to data older than
@@ -78,7 +78,7 @@ public final class DeleteConversion {
   /**
    * Converts the equality deletes of the current snapshot of main, committing with {@code
    * summary}; returns {equality delete files removed, position delete files added, rows deleted by
-   * position}, or {-1, 0, 0} when the table moved on (the next look tries again).
+   * position}, or {-1, 0, 0} when the table moved on (the next round tries again).
    *
    * <p>An equality delete is left alone when a data file it applies to is not Parquet, or when its
    * equality fields are not plain columns of the current schema.
