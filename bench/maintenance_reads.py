@@ -138,7 +138,7 @@ def main() -> None:
             # The daemon's defaults, except a look after every commit instead of every 10 minutes.
             "tabletopic.maintenance.interval-ms": "0",
             **({"tabletopic.maintenance.compaction.delete-files": str(args.delete_files)} if args.delete_files else {}),
-            **({"tabletopic.maintenance.equality-deletes.convert": "false"} if args.no_convert else {}),
+            "tabletopic.maintenance.equality-deletes.convert": "off" if args.no_convert else "round",
         }, worker)
         tables = IcebergTables(spark, config)
         # Reads go through a catalog of their own that caches nothing, as a separate reader's would:

@@ -225,6 +225,7 @@ def test_maintenance_by_someone_else_beside_the_sink(bootstrap: str, spark: Spar
     create_topic(bootstrap, topic, PARTITIONS)
     connector = upsert_connector(topic, warehouse, **{
         "tabletopic.maintenance.enabled": "true", "tabletopic.maintenance.interval-ms": "1000",
+        "tabletopic.maintenance.equality-deletes.convert": "round",
         "tabletopic.maintenance.compaction.delete-files": "100000",
         "tabletopic.maintenance.compaction.min-input-files": "100000",
         "tabletopic.maintenance.snapshots.older-than-ms": str(1000 * HOUR_MS),

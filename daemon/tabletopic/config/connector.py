@@ -157,11 +157,13 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
     Key("tabletopic.maintenance.interval-ms", KeyType.LONG, 600_000,
         "How often each table is looked at; a look reads only metadata, and acts when a trigger below is met.",
         minimum=0),
-    Key("tabletopic.maintenance.equality-deletes.convert", KeyType.BOOLEAN, True,
-        "After every commit round, not only at each look, turn the table's equality deletes into position "
-        "deletes: only the key columns of the data files they apply to are read, no data file is rewritten, and "
-        "readers then skip deleted rows by position instead of comparing every row with every key. Off: "
-        "equality deletes stay until compaction folds them."),
+    Key("tabletopic.maintenance.equality-deletes.convert", KeyType.STRING, "look",
+        "Turn the table's equality deletes into position deletes: only the key columns of the data files they "
+        "apply to are read, no data file is rewritten, and readers then skip deleted rows by position instead of "
+        "comparing every row with every key. look: at each look, after compaction; round: after every commit "
+        "round too (each conversion reads the key columns of the data files the new deletes apply to, which in "
+        "a table keyed across partitions is all of them); off: equality deletes stay until compaction folds them.",
+        allowed=("look", "round", "off")),
     Key("tabletopic.maintenance.compaction.min-input-files", KeyType.INT, 10,
         "Compact a partition once it holds this many data files smaller than the target file size "
         "(write.target-file-size-bytes).", minimum=2),

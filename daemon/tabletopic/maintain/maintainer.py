@@ -64,7 +64,7 @@ class Maintainer:
             # First looked at one interval after it is first seen, not at once: a coordinator that
             # just took over (a rebalance, a restart) has catching up to do first.
             self._last_look.setdefault(name, now)
-        if self._settings.convert_equality_deletes:
+        if self._settings.converts_every_round:
             # Between looks, every round converts the equality deletes it finds (see plan_conversion).
             return sorted(names)
         return sorted(n for n in names if self.look_due(n, now))

@@ -64,8 +64,8 @@ def plan_maintenance(stats: TableStats, settings: MaintenanceSettings, now_ms: i
 
 
 def plan_conversion(stats: TableStats, settings: MaintenanceSettings) -> MaintenancePlan:
-    """Between looks, at every commit round: only the conversion of equality deletes, which costs a
-    fraction of a compaction and which readers feel at once."""
+    """Between looks, at every commit round (``equality-deletes.convert=round``): only the conversion
+    of equality deletes, which costs a fraction of a compaction and which readers feel at once."""
     return MaintenancePlan(None, None, None, False, _conversion(stats, settings))
 
 

@@ -16,7 +16,7 @@ MB = 1024 * 1024
 class MaintenanceSettings:
     mode: str  # "auto" (upsert and CDC connectors only), "true" or "false"
     interval_s: float  # how often each table is looked at
-    convert_equality_deletes: bool  # into position deletes, after every commit round
+    conversion: str  # equality deletes into position deletes: "look", "round" (every commit round too) or "off"
     min_input_files: int  # small data files in one partition that make it worth compacting
     delete_files: int  # delete files that make the table worth compacting
     max_group_bytes: int  # one rewrite job's input: what a barrier may wait behind
@@ -25,6 +25,14 @@ class MaintenanceSettings:
     orphan_age_s: float
     orphan_interval_s: float
     max_manifests: int
+
+    @property
+    def convert_equality_deletes(self) -> bool:
+        return self.conversion != "off"
+
+    @property
+    def converts_every_round(self) -> bool:
+        return self.conversion == "round"
 
     def enabled_for(self, keyed: bool) -> bool:
         return self.mode == "true" or (self.mode == "auto" and keyed)
@@ -41,7 +49,7 @@ def settings_from(values: dict[str, Any]) -> MaintenanceSettings:
     return MaintenanceSettings(
         mode=values[p + "enabled"],
         interval_s=values[p + "interval-ms"] / 1000,
-        convert_equality_deletes=values[p + "equality-deletes.convert"],
+        conversion=values[p + "equality-deletes.convert"],
         min_input_files=values[p + "compaction.min-input-files"],
         delete_files=values[p + "compaction.delete-files"],
         max_group_bytes=values[p + "compaction.max-group-bytes"],

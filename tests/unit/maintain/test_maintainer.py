@@ -10,9 +10,9 @@ from tests.unit.fakes import metrics
 from tests.unit.maintain.test_plan import SETTINGS
 
 
-def _maintainer(now: list[float], names: set[str], enabled: bool = True, convert: bool = False) -> Maintainer:
+def _maintainer(now: list[float], names: set[str], enabled: bool = True, conversion: str = "look") -> Maintainer:
     tables: Any = None  # due() reads no table
-    settings = replace(SETTINGS, interval_s=600, convert_equality_deletes=convert)
+    settings = replace(SETTINGS, interval_s=600, conversion=conversion)
     return Maintainer("c", "connect-c", tables, settings, metrics(), lambda: names,
                       enabled=lambda table: enabled, clock=lambda: now[0])
 
@@ -37,11 +37,11 @@ def test_a_disabled_maintainer_has_nothing_due() -> None:
     assert maintainer.due() == []
 
 
-def test_with_conversion_every_table_is_due_every_round_and_looked_at_by_the_interval() -> None:
+def test_with_conversion_every_round_every_table_is_due_and_looked_at_by_the_interval() -> None:
     now, names = [1000.0], {"db.a"}
-    maintainer = _maintainer(now, names, convert=True)
+    maintainer = _maintainer(now, names, conversion="round")
     assert maintainer.due() == ["db.a"]  # for a conversion only
     assert not maintainer.look_due("db.a", now[0])
     now[0] += 600
     assert maintainer.due() == ["db.a"] and maintainer.look_due("db.a", now[0])
-    assert _maintainer(now, names, enabled=False, convert=True).due() == []
+    assert _maintainer(now, names, enabled=False, conversion="round").due() == []

@@ -8,7 +8,7 @@ from tabletopic.maintain.plan import plan_expiry, plan_maintenance
 from tabletopic.maintain.settings import MaintenanceSettings
 from tabletopic.maintain.table_stats import SnapshotInfo, TableStats
 
-SETTINGS = MaintenanceSettings(mode="auto", interval_s=0, convert_equality_deletes=True, min_input_files=10,
+SETTINGS = MaintenanceSettings(mode="auto", interval_s=0, conversion="look", min_input_files=10,
                                delete_files=8,
                                max_group_bytes=1 << 28, snapshot_age_s=3600, retain_last=2, orphan_age_s=86400,
                                orphan_interval_s=86400, max_manifests=50)
@@ -67,7 +67,7 @@ def test_equality_deletes_are_converted_whenever_there_are_any_unless_turned_off
     plan = plan_maintenance(stats(delete_files=3, equality_deletes=2), SETTINGS, NOW, False)
     assert plan.convert == "2 equality delete files" and plan.compact is None
     assert plan_maintenance(stats(delete_files=3, equality_deletes=0), SETTINGS, NOW, False).empty
-    off = replace(SETTINGS, convert_equality_deletes=False)
+    off = replace(SETTINGS, conversion="off")
     assert plan_maintenance(stats(delete_files=3, equality_deletes=2), off, NOW, False).empty
 
 
