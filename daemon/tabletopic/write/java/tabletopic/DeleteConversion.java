@@ -12,7 +12,6 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.UUID;
-import org.apache.iceberg.ContentFile;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.DeleteFile;
 import org.apache.iceberg.FileContent;
@@ -159,7 +158,9 @@ public final class DeleteConversion {
       DataFile file = live.get(entry.getKey());
       long[] found = matches(table, file, applying, shapes);
       if (found.length > 0) {
-        partitions.computeIfAbsent(group(table, file), k -> new Partition(file)).add(file.location(), found);
+        partitions
+            .computeIfAbsent(FileCensus.partitionKey(table, file), k -> new Partition(file))
+            .add(file.location(), found);
         rows += found.length;
       }
     }
@@ -177,7 +178,7 @@ public final class DeleteConversion {
             merged.add(delete.copyWithoutStats());
             continue;
           }
-          Partition partition = partitions.get(group(table, delete));
+          Partition partition = partitions.get(FileCensus.partitionKey(table, delete));
           if (delete.content() != FileContent.POSITION_DELETES
               || delete.format() != FileFormat.PARQUET
               || partition == null) {
@@ -187,7 +188,7 @@ public final class DeleteConversion {
             for (Record row : named) {
               String path = row.get(0, CharSequence.class).toString();
               if (live.containsKey(path)) {
-                partition.add(path, new long[] {row.get(1, Long.class)});
+                partition.add(path, row.get(1, Long.class));
               }
             }
           }
@@ -235,33 +236,17 @@ public final class DeleteConversion {
     return new long[] {converted.size(), added.size(), rows};
   }
 
-  private static String group(Table table, ContentFile<?> file) {
-    return file.specId() + "/" + table.specs().get(file.specId()).partitionToPath(file.partition());
-  }
-
   /** The positions to delete in one partition's data files. */
   private static final class Partition {
     private final DataFile sample; // any data file of the partition: its spec and partition values
-    private final TreeMap<String, long[]> positions = new TreeMap<>();
-    private final Map<String, Integer> sizes = new HashMap<>(); // used length of each array
+    private final TreeMap<String, Positions> positions = new TreeMap<>();
 
     Partition(DataFile sample) {
       this.sample = sample;
     }
 
-    void add(String path, long[] more) {
-      long[] known = positions.get(path);
-      int size = known == null ? 0 : sizes.get(path);
-      if (known == null || size + more.length > known.length) {
-        long[] grown = new long[Math.max(size + more.length, 2 * size)];
-        if (known != null) {
-          System.arraycopy(known, 0, grown, 0, size);
-        }
-        known = grown;
-        positions.put(path, known);
-      }
-      System.arraycopy(more, 0, known, size, more.length);
-      sizes.put(path, size + more.length);
+    void add(String path, long... more) {
+      positions.computeIfAbsent(path, k -> new Positions()).add(more);
     }
 
     /** One position delete file, sorted by path then position, each position once. */
@@ -280,9 +265,8 @@ public final class DeleteConversion {
               .buildPositionWriter();
       PositionDelete<Record> delete = PositionDelete.create();
       try (PositionDeleteWriter<Record> closing = writer) {
-        for (Map.Entry<String, long[]> entry : positions.entrySet()) {
-          long[] sorted = Arrays.copyOf(entry.getValue(), sizes.get(entry.getKey()));
-          Arrays.sort(sorted);
+        for (Map.Entry<String, Positions> entry : positions.entrySet()) {
+          long[] sorted = entry.getValue().sorted();
           for (int i = 0; i < sorted.length; i++) {
             if (i == 0 || sorted[i] != sorted[i - 1]) {
               closing.write(delete.set(entry.getKey(), sorted[i]));
@@ -291,6 +275,26 @@ public final class DeleteConversion {
         }
       }
       return writer.toDeleteFile();
+    }
+  }
+
+  /** Positions in one data file, in a growing array: a merge adds them one by one. */
+  private static final class Positions {
+    private long[] values = new long[16];
+    private int size = 0;
+
+    void add(long[] more) {
+      if (size + more.length > values.length) {
+        values = Arrays.copyOf(values, Math.max(size + more.length, 2 * values.length));
+      }
+      System.arraycopy(more, 0, values, size, more.length);
+      size += more.length;
+    }
+
+    long[] sorted() {
+      long[] copy = Arrays.copyOf(values, size);
+      Arrays.sort(copy);
+      return copy;
     }
   }
 

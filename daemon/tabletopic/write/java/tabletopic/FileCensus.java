@@ -47,7 +47,7 @@ public final class FileCensus {
       try (ManifestReader<DataFile> reader = ManifestFiles.read(manifest, table.io(), table.specs())) {
         for (DataFile file : reader) {
           dataFiles++;
-          long[] counts = perPartition.computeIfAbsent(key(table, file), k -> new long[] {0, 0, Long.MAX_VALUE});
+          long[] counts = perPartition.computeIfAbsent(partitionKey(table, file), k -> new long[] {0, 0, Long.MAX_VALUE});
           counts[0]++;
           if (file.fileSizeInBytes() < smallBytes) {
             counts[1]++;
@@ -74,7 +74,7 @@ public final class FileCensus {
           if (table.specs().get(file.specId()).isUnpartitioned()) {
             global.add(entry);
           } else {
-            local.computeIfAbsent(key(table, file), k -> new ArrayList<>()).add(entry);
+            local.computeIfAbsent(partitionKey(table, file), k -> new ArrayList<>()).add(entry);
           }
         }
       }
@@ -110,7 +110,8 @@ public final class FileCensus {
     return n;
   }
 
-  private static String key(Table table, ContentFile<?> file) {
+  /** A file's spec and partition, as one string: the scope of a partition's position deletes. */
+  static String partitionKey(Table table, ContentFile<?> file) {
     return file.specId() + "/" + table.specs().get(file.specId()).partitionToPath(file.partition());
   }
 
@@ -142,7 +143,7 @@ public final class FileCensus {
           Long seq = file.dataSequenceNumber();
           long number = seq == null ? 0 : seq;
           oldestData = Math.min(oldestData, number);
-          oldestIn.merge(key(table, file), number, Math::min);
+          oldestIn.merge(partitionKey(table, file), number, Math::min);
         }
       }
     }
@@ -153,7 +154,7 @@ public final class FileCensus {
         for (DeleteFile file : reader) {
           long seq = file.dataSequenceNumber() == null ? Long.MAX_VALUE : file.dataSequenceNumber();
           boolean equality = file.content() == FileContent.EQUALITY_DELETES;
-          if (equality ? seq <= oldestData : seq < oldestIn.getOrDefault(key(table, file), Long.MAX_VALUE)) {
+          if (equality ? seq <= oldestData : seq < oldestIn.getOrDefault(partitionKey(table, file), Long.MAX_VALUE)) {
             dangling.add(file.copyWithoutStats());
           }
         }
