@@ -16,7 +16,10 @@ from typing import Any
 import pytest
 
 from tabletopic.commit.source_offsets import read_recorded
+from tabletopic.config.connector import parse_connector
+from tabletopic.config.worker import parse_worker
 from tabletopic.maintain.table_stats import TableStats, stats_from_java
+from tabletopic.write.pyiceberg_catalog import open_table
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
     DaemonProcess,
@@ -196,6 +199,51 @@ def test_sigkill_during_compaction_loses_and_duplicates_nothing(bootstrap: str, 
     wait_until(lambda: committed(warehouse, group) == model.produced, 240, "everything after the kills", daemon)
     daemon.kill()
     assert_matches(warehouse, model, "after SIGKILLs during compactions")
+
+
+@pytest.mark.slow
+def test_a_conversion_overtaken_by_a_compaction_is_refused(bootstrap: str, warehouse: Warehouse,
+                                                          tmp_path: Path) -> None:
+    """A conversion that read the table before someone else's compaction replaced the files it names
+    is refused: it commits nothing and leaves none of its files behind, and the rewritten rows keep
+    their deletes.  The next conversion converts them all, and pyiceberg, which refuses equality
+    deletes, then reads the table."""
+    topic = unique("overtaken")
+    create_topic(bootstrap, topic, PARTITIONS)
+    connector = upsert_connector(topic, warehouse, **{"tabletopic.maintenance.enabled": "false"})
+    group = f"connect-{connector['name']}"
+    model = Model(seed=17, keys=5_000)
+    seed(bootstrap, topic, model)
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
+    wait_until(lambda: committed(warehouse, group) == model.produced, 240, "the first keys", daemon)
+    produce(bootstrap, topic, model.changes(1_000))
+    wait_until(lambda: committed(warehouse, group) == model.produced, 120, "the first changes", daemon)
+    assert stats(warehouse).equality_deletes > 0
+    table = warehouse.table(TABLE)
+    read = table.currentSnapshot().snapshotId()  # what the overtaken conversion read
+    warehouse.sql(f"CALL {{c}}.system.rewrite_data_files(table => '{TABLE}', options => map('rewrite-all', 'true'))")
+    produce(bootstrap, topic, model.changes(1_000))  # deletes for the rewritten rows
+    wait_until(lambda: committed(warehouse, group) == model.produced, 120, "the changes after the rewrite", daemon)
+    daemon.kill()
+
+    table.refresh()
+    snapshots = [s.snapshotId() for s in table.snapshots()]
+    files = sorted(p for p in Path(warehouse.location(TABLE)).rglob("*") if p.is_file())
+    conversion = warehouse.spark.jvm.tabletopic.DeleteConversion
+    assert list(conversion.convert(table, {}, read)) == [-1, 0, 0]
+    table.refresh()
+    assert [s.snapshotId() for s in table.snapshots()] == snapshots
+    assert sorted(p for p in Path(warehouse.location(TABLE)).rglob("*") if p.is_file()) == files
+    assert_matches(warehouse, model, "after the refused conversion")
+
+    removed, added, rows = conversion.convert(table, {})
+    assert removed > 0 and added > 0 and rows > 0
+    assert stats(warehouse).equality_deletes == 0
+    assert_matches(warehouse, model, "after the conversion")
+    config = parse_connector(connector, parse_worker(worker_props(bootstrap)))
+    scanned = open_table(config, TABLE).scan(selected_fields=("id", "v", "updated_at")).to_arrow().to_pylist()
+    assert {r["id"]: (r["v"], r["updated_at"].strftime("%Y-%m-%d %H:%M:%S")) for r in scanned} == model.rows
+    assert len(scanned) == len(model.rows)
 
 
 def compact_beside_the_sink(warehouse: Warehouse) -> int:

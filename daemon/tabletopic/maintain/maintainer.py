@@ -100,6 +100,7 @@ class Maintainer:
                 self.last_error = None
                 self._log.info("maintained", table=name, epoch=epoch, steps=report.steps,
                                equality_deletes_converted=report.equality_deletes_converted,
+                               conversion_refused=report.conversion_refused,
                                rewritten_files=report.rewritten_files, added_files=report.added_files,
                                delete_files_folded=report.deletes_removed,
                                rewritten_bytes=report.rewritten_bytes, snapshots_expired=report.snapshots_expired,
@@ -140,6 +141,9 @@ class Maintainer:
             self._metrics.maintenance_runs.labels(step=step, **labels).inc()
         self._metrics.maintenance_seconds.labels(**labels).observe(time.monotonic() - started)
         self._metrics.maintenance_rewritten_bytes.labels(**labels).inc(report.rewritten_bytes)
+        self._metrics.equality_deletes_converted.labels(**labels).inc(report.equality_deletes_converted)
+        if report.conversion_refused:
+            self._metrics.conversions_refused.labels(**labels).inc()
         self._metrics.last_maintenance.labels(**labels).set(time.time())
         if report.after is not None:
             self._observe(name, report.after)

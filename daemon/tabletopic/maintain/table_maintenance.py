@@ -51,6 +51,7 @@ class MaintenanceReport:
     before: TableStats
     after: TableStats | None = None
     equality_deletes_converted: int = 0
+    conversion_refused: bool = False  # a data file it named was replaced meanwhile; retried next round
     position_delete_files: int = 0
     rows_deleted_by_position: int = 0
     rewritten_files: int = 0
@@ -69,7 +70,10 @@ class MaintenanceReport:
         if "compact" in self.steps:
             lines.append(f"compacted: {self.rewritten_files} data files -> {self.added_files}, "
                          f"{self.rewritten_bytes} bytes rewritten, {self.deletes_removed} delete files folded")
-        if "convert" in self.steps:
+        if self.conversion_refused:
+            lines.append("conversion refused: a data file it named was replaced meanwhile; the next round "
+                         "converts against the new files")
+        elif "convert" in self.steps:
             lines.append(f"converted: {self.equality_deletes_converted} equality delete files -> "
                          f"{self.position_delete_files} position delete files naming "
                          f"{self.rows_deleted_by_position} rows")
@@ -133,6 +137,7 @@ def run_plan(jvm: Any, jspark: Any, table: Any, name: str, plan: MaintenancePlan
         step("convert")
         converted = list(jvm.tabletopic.DeleteConversion.convert(table, {MAINTAINED_BY_KEY: maintained_by}))
         # -1: a compaction replaced a data file meanwhile; the next round converts against the new files.
+        report.conversion_refused = int(converted[0]) < 0
         report.equality_deletes_converted = max(0, int(converted[0]))
         report.position_delete_files, report.rows_deleted_by_position = int(converted[1]), int(converted[2])
         table.refresh()

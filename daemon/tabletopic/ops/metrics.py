@@ -93,6 +93,13 @@ class _Families:
                                              ["table"])
         self.maintenance_rewritten_bytes = counter("tabletopic_maintenance_rewritten_bytes",
                                                    "Bytes of data files rewritten by compaction", ["table"])
+        self.equality_deletes_converted = counter(
+            "tabletopic_maintenance_equality_deletes_converted",
+            "Equality delete files turned into position deletes", ["table"])
+        self.conversions_refused = counter(
+            "tabletopic_maintenance_conversions_refused",
+            "Conversions refused because a data file they named was replaced meanwhile (retried next round)",
+            ["table"])
         self.last_maintenance = gauge("tabletopic_last_maintenance_timestamp_seconds",
                                       "Unix time of the table's last maintenance run that did something",
                                       ["table"])

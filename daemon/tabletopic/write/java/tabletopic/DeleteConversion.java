@@ -88,6 +88,17 @@ public final class DeleteConversion {
     if (snapshot == null) {
       return new long[] {0, 0, 0};
     }
+    return convert(table, summary, snapshot.snapshotId());
+  }
+
+  /**
+   * Converts the equality deletes of snapshot {@code snapshotId}, as a conversion that read it
+   * would: if the table moved on meanwhile, the commit is validated from that snapshot, so a
+   * compaction since then that replaced a file named here makes it return {-1, 0, 0}.
+   */
+  public static long[] convert(Table table, Map<String, String> summary, long snapshotId)
+      throws IOException {
+    Snapshot snapshot = table.snapshot(snapshotId);
     Map<String, DeleteFile> equality = new LinkedHashMap<>();
     Map<String, List<String>> targetsOf = new HashMap<>(); // data file -> equality deletes applying
     Map<String, DataFile> live = new HashMap<>(); // every live data file
