@@ -51,7 +51,7 @@ class MaintenanceReport:
     before: TableStats
     after: TableStats | None = None
     equality_deletes_converted: int = 0
-    conversion_refused: bool = False  # a data file it named was replaced meanwhile; retried next round
+    conversion_refused: bool = False  # a data file it named was replaced meanwhile; tried again next time
     position_delete_files: int = 0
     rows_deleted_by_position: int = 0
     rewritten_files: int = 0
@@ -71,8 +71,8 @@ class MaintenanceReport:
             lines.append(f"compacted: {self.rewritten_files} data files -> {self.added_files}, "
                          f"{self.rewritten_bytes} bytes rewritten, {self.deletes_removed} delete files folded")
         if self.conversion_refused:
-            lines.append("conversion refused: a data file it named was replaced meanwhile; the next round "
-                         "converts against the new files")
+            lines.append("conversion refused: a data file it named was replaced meanwhile; the next "
+                         "conversion works from the new files")
         elif "convert" in self.steps:
             lines.append(f"converted: {self.equality_deletes_converted} equality delete files -> "
                          f"{self.position_delete_files} position delete files naming "
@@ -136,7 +136,7 @@ def run_plan(jvm: Any, jspark: Any, table: Any, name: str, plan: MaintenancePlan
     if plan.convert or (plan.compact and settings.convert_equality_deletes):
         step("convert")
         converted = list(jvm.tabletopic.DeleteConversion.convert(table, {MAINTAINED_BY_KEY: maintained_by}))
-        # -1: a compaction replaced a data file meanwhile; the next round converts against the new files.
+        # -1: a compaction replaced a data file meanwhile; the next conversion works from the new files.
         report.conversion_refused = int(converted[0]) < 0
         report.equality_deletes_converted = max(0, int(converted[0]))
         report.position_delete_files, report.rows_deleted_by_position = int(converted[1]), int(converted[2])

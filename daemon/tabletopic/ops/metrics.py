@@ -98,7 +98,7 @@ class _Families:
             "Equality delete files turned into position deletes", ["table"])
         self.conversions_refused = counter(
             "tabletopic_maintenance_conversions_refused",
-            "Conversions refused because a data file they named was replaced meanwhile (retried next round)",
+            "Conversions refused because a data file they named was replaced meanwhile (tried again next time)",
             ["table"])
         self.last_maintenance = gauge("tabletopic_last_maintenance_timestamp_seconds",
                                       "Unix time of the table's last maintenance run that did something",
