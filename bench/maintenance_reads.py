@@ -15,7 +15,7 @@ records/s of the write-and-commit path with maintenance on and off, all from thi
 read is checked: each key once, at the version of its last update.
 
     python bench/maintenance_reads.py [--keys 200000] [--updates 5000] [--commits 200] [--look-every N]
-        [--commit-every SECONDS] [--no-convert]
+        [--commit-every SECONDS] [--read-delay SECONDS] [--no-convert]
 """
 
 from __future__ import annotations
@@ -127,6 +127,9 @@ def main() -> None:
     parser.add_argument("--commit-every", type=float, default=0.0,
                         help="seconds from one commit of the maintained table to the next (0: as fast as the "
                              "writer goes, a commit every quarter second or so); the daemon's default is 300")
+    parser.add_argument("--read-delay", type=float, default=0.0,
+                        help="seconds from a checkpoint's commit to its reads of the maintained table (0: at once, "
+                             "before that commit's equality deletes can be converted)")
     parser.add_argument("--duckdb-limit", type=float, default=120.0, help="seconds before a DuckDB read is stopped")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tabletopic-bench-"))
@@ -161,6 +164,8 @@ def main() -> None:
                                                else f"every {args.look_every} commits")
         if args.commit_every:
             triggers += f", the maintained table's commits {args.commit_every:g}s apart"
+        if args.read_delay:
+            triggers += f", its reads {args.read_delay:g}s after the commit"
         print(f"\n{args.keys:,} keys, then {args.commits} commits of {args.updates:,} updated keys, "
               f"Spark local[2]; maintenance with {triggers}\n")
         reads: dict[str, dict[int, tuple[float, float]]] = {}
@@ -192,6 +197,8 @@ def main() -> None:
                 if background is not None:
                     background.poke(commit, args.look_every)
                 if commit in CHECKPOINTS:
+                    if background is not None:
+                        time.sleep(args.read_delay)
                     spark_s, got = read_spark(spark, name)
                     duck_s, duck_got = read_duckdb(warehouse / "b" / name.split(".")[1], args.duckdb_limit)
                     assert got == expected and duck_got in (None, expected), (name, commit, got, duck_got, expected)
