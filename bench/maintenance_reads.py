@@ -56,6 +56,15 @@ class Background:
         self.runs = 0
         self.last_look = 0
         self.errors: list[str] = []
+        self.step: str | None = None  # the step under way
+        self.seen: set[str] = set()  # the steps under way at some moment since watch()
+
+    def watch(self) -> None:
+        self.seen = {self.step} if self.step else set()
+
+    def _starting(self, step: str) -> None:
+        self.step = step
+        self.seen.add(step)
 
     def poke(self, commit: int, look_every: int = 1) -> None:
         """Unless a run is under way, start a look (every step whose trigger is met) if ``look_every``
@@ -78,10 +87,12 @@ class Background:
                     else plan_conversion(stats, self.settings))
             if not plan.empty:
                 run_plan(self.spark.jvm, self.spark.session._jsparkSession, table, self.name, plan, stats,
-                         self.settings, "bench")
+                         self.settings, "bench", starting=self._starting)
                 self.runs += 1
         except Exception as exc:  # shown at the end: a bench must not hide a failed run
             self.errors.append(str(exc).splitlines()[0])
+        finally:
+            self.step = None
 
     def join(self) -> None:
         if self.thread is not None:
@@ -179,6 +190,7 @@ def main() -> None:
               f"Spark local[2]; maintenance with {triggers}\n")
         reads: dict[str, dict[int, tuple[float, float]]] = {}
         rates: dict[str, float] = {}
+        during: dict[int, str] = {}  # the maintenance steps under way during a checkpoint's reads
         background = None
         for name in ("b.plain", "b.maintained"):
             offsets = write(tables, writer, committer, name, first, args.keys, {})
@@ -208,8 +220,11 @@ def main() -> None:
                 if commit in CHECKPOINTS:
                     if background is not None:
                         time.sleep(args.read_delay)
+                        background.watch()
                     spark_s, got = read_spark(spark, name)
                     duck_s, duck_got = read_duckdb(warehouse / "b" / name.split(".")[1], args.duckdb_limit)
+                    if background is not None:
+                        during[commit] = ", ".join(sorted(background.seen)) or "nothing"
                     assert got == expected and duck_got in (None, expected), (name, commit, got, duck_got, expected)
                     reads[name][commit] = (spark_s, duck_s)
             rates[name] = args.commits * args.updates / writing
@@ -239,12 +254,12 @@ def main() -> None:
                 settled(lambda: read_duckdb(warehouse / "b" / "single", args.duckdb_limit))[0])
 
         print(f"{'full read after N commits':28}{'Spark plain':>12}{'maintained':>12}{'DuckDB plain':>14}"
-              f"{'maintained':>12}")
+              f"{'maintained':>12}   maintenance during the maintained reads")
         for commit in CHECKPOINTS:
             if commit in reads["b.plain"]:
                 (sp, dp), (sm, dm) = reads["b.plain"][commit], reads["b.maintained"][commit]
                 print(f"  {commit:>4} commits{'':16}{sp:>11.2f}s{sm:>11.2f}s{_s(dp, args.duckdb_limit):>14}"
-                      f"{_s(dm, args.duckdb_limit):>12}")
+                      f"{_s(dm, args.duckdb_limit):>12}   {during[commit]}")
         print(f"  same rows in one commit{'':4}{best[0]:>11.2f}s{'':>12}{_s(best[1], args.duckdb_limit):>14}"
               "   (median of 3)")
         rest_spark, rest_duck = reads["at rest"][args.commits]
