@@ -226,14 +226,17 @@ def test_a_conversion_overtaken_by_a_compaction_is_refused(bootstrap: str, wareh
     wait_until(lambda: committed(warehouse, group) == model.produced, 120, "the changes after the rewrite", daemon)
     daemon.kill()
 
+    def files() -> list[Path]:
+        return sorted(p for p in Path(warehouse.location(TABLE)).rglob("*") if p.is_file())
+
     table.refresh()
     snapshots = [s.snapshotId() for s in table.snapshots()]
-    files = sorted(p for p in Path(warehouse.location(TABLE)).rglob("*") if p.is_file())
+    before = files()
     conversion = warehouse.spark.jvm.tabletopic.DeleteConversion
     assert list(conversion.convert(table, {}, read)) == [-1, 0, 0]
     table.refresh()
     assert [s.snapshotId() for s in table.snapshots()] == snapshots
-    assert sorted(p for p in Path(warehouse.location(TABLE)).rglob("*") if p.is_file()) == files
+    assert files() == before
     assert_matches(warehouse, model, "after the refused conversion")
 
     removed, added, rows = conversion.convert(table, {})

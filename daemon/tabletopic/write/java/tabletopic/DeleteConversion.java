@@ -61,7 +61,7 @@ import org.apache.iceberg.util.StructLikeMap;
  *   <li>{@code validateDataFilesExist} fails the commit if a compaction (ours or anyone's) replaced
  *       a data file the new position deletes name: the equality delete then stays, and the
  *       rewritten rows still get it, because a rewrite keeps its starting sequence number. The
- *       next round converts it against the new files.
+ *       next conversion takes it against the new files.
  *   <li>A compaction that commits after this one and replaced a file named here fails on its
  *       side: a rewrite refuses new position deletes against the files it replaces.
  *   <li>The sink's commits only add files and equality deletes, which apply to data older than
@@ -77,7 +77,7 @@ public final class DeleteConversion {
   /**
    * Converts the equality deletes of the current snapshot of main, committing with {@code
    * summary}; returns {equality delete files removed, position delete files added, rows deleted by
-   * position}, or {-1, 0, 0} when the table moved on (the next round tries again).
+   * position}, or {-1, 0, 0} when the table moved on (the next conversion tries again).
    *
    * <p>An equality delete is left alone when a data file it applies to is not Parquet, or when its
    * equality fields are not plain columns of the current schema.

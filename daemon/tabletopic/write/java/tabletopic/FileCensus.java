@@ -47,7 +47,8 @@ public final class FileCensus {
       try (ManifestReader<DataFile> reader = ManifestFiles.read(manifest, table.io(), table.specs())) {
         for (DataFile file : reader) {
           dataFiles++;
-          long[] counts = perPartition.computeIfAbsent(partitionKey(table, file), k -> new long[] {0, 0, Long.MAX_VALUE});
+          long[] counts =
+              perPartition.computeIfAbsent(partitionKey(table, file), k -> new long[] {0, 0, Long.MAX_VALUE});
           counts[0]++;
           if (file.fileSizeInBytes() < smallBytes) {
             counts[1]++;
@@ -154,7 +155,8 @@ public final class FileCensus {
         for (DeleteFile file : reader) {
           long seq = file.dataSequenceNumber() == null ? Long.MAX_VALUE : file.dataSequenceNumber();
           boolean equality = file.content() == FileContent.EQUALITY_DELETES;
-          if (equality ? seq <= oldestData : seq < oldestIn.getOrDefault(partitionKey(table, file), Long.MAX_VALUE)) {
+          long oldestHere = oldestIn.getOrDefault(partitionKey(table, file), Long.MAX_VALUE);
+          if (equality ? seq <= oldestData : seq < oldestHere) {
             dangling.add(file.copyWithoutStats());
           }
         }
