@@ -5,7 +5,9 @@ Three tables get the same rows through tabletopic's own writer and committer (no
 * **plain**: N keys in one commit, then C commits of U updated keys each, no maintenance;
 * **maintained**: the same commits, with the daemon's maintenance (same plan, same Spark
   actions) run on its own thread between commits, as the coordinator runs it: a whole look
-  every ``--look-every`` commits, and only the conversion of equality deletes after the others;
+  every ``--look-every`` commits; by default each commit carries position deletes in place of
+  its equality deletes, as the daemon's commits do (``--convert round``: the commits carry
+  equality deletes, and the commits between looks only convert them);
 * **one commit**: the same keys at the same versions, written in a single commit: the best a
   reader can hope for.
 
@@ -15,7 +17,7 @@ records/s of the write-and-commit path with maintenance on and off, all from thi
 read is checked: each key once, at the version of its last update.
 
     python bench/maintenance_reads.py [--keys 200000] [--updates 5000] [--commits 200] [--look-every N]
-        [--commit-every SECONDS] [--read-delay SECONDS] [--no-convert]
+        [--commit-every SECONDS] [--read-delay SECONDS] [--convert commit|round|off]
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tabletopic.commit.table_committer import TableCommitter
+from tabletopic.commit.table_committer import CommitResult, TableCommitter
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.demo.lake_servers import duckdb_offline
@@ -68,10 +70,12 @@ class Background:
 
     def poke(self, commit: int, look_every: int = 1) -> None:
         """Unless a run is under way, start a look (every step whose trigger is met) if ``look_every``
-        commits passed since the last one began, else only a conversion: the coordinator's rule, with
-        the interval counted in commits."""
+        commits passed since the last one began, else only a conversion with ``--convert round``:
+        the coordinator's rule, with the interval counted in commits."""
         if self.thread is None or not self.thread.is_alive():
             look = commit - self.last_look >= look_every
+            if not look and not self.settings.converts_every_round:
+                return
             if look:
                 self.last_look = commit
             self.thread = threading.Thread(target=self._run, args=(look,), daemon=True)
@@ -142,8 +146,9 @@ def main() -> None:
     parser.add_argument("--look-every", type=int, default=1,
                         help="commits between two whole looks; the commits between only convert (the daemon's "
                              "interval-ms, counted in commits)")
-    parser.add_argument("--no-convert", action="store_true",
-                        help="maintenance without turning equality deletes into position deletes: plain rewriting")
+    parser.add_argument("--convert", choices=("commit", "round", "off"), default="commit",
+                        help="where equality deletes become position deletes: in each commit (the daemon's "
+                             "default), after each commit (round), or nowhere (off: plain rewriting)")
     parser.add_argument("--commit-every", type=float, default=0.0,
                         help="seconds from one commit of the maintained table to the next (0: as fast as the "
                              "writer goes, a commit every quarter second or so); the daemon's default is 300")
@@ -165,7 +170,7 @@ def main() -> None:
             # The daemon's defaults, except a look after every commit instead of every 10 minutes.
             "tabletopic.maintenance.interval-ms": "0",
             **({"tabletopic.maintenance.compaction.delete-files": str(args.delete_files)} if args.delete_files else {}),
-            "tabletopic.maintenance.equality-deletes.convert": "off" if args.no_convert else "round",
+            "tabletopic.maintenance.equality-deletes.convert": args.convert,
         }, worker)
         tables = IcebergTables(spark, config)
         # Reads go through a catalog of their own that caches nothing, as a separate reader's would:
@@ -174,12 +179,22 @@ def main() -> None:
         spark.register_catalog("reader", {"type": "hadoop", "warehouse": "file://" + str(warehouse),
                                           "cache-enabled": "false"})
         writer = FileWriter(spark, {})
-        committer = TableCommitter(lambda: spark.jvm, "bench", "bench")
+        maintaining: dict[str, Background] = {}
+
+        def positions_up_to_rows(name: str) -> int:
+            """The maintainer's rule (Maintainer.positions_up_to_rows), for the maintained table only."""
+            background = maintaining.get(name)
+            if background is None or not config.maintenance.converts_at_commit or background.step == "compact":
+                return 0
+            return config.maintenance.commit_max_rows
+
+        committer = TableCommitter(lambda: spark.jvm, "bench", "bench", positions_up_to_rows=positions_up_to_rows)
         spark.session  # noqa: B018 - start-up is not what is measured
         first = rows(np.arange(args.keys), 1)
         triggers = f"compaction.delete-files={args.delete_files}" if args.delete_files else "the default triggers"
-        triggers += ", equality deletes " + ("left to compaction" if args.no_convert
-                                             else "turned into position deletes")
+        triggers += ", equality deletes " + {"off": "left to compaction",
+                                             "round": "turned into position deletes after each commit",
+                                             "commit": "replaced by position deletes in each commit"}[args.convert]
         triggers += ", a whole look after " + ("every commit" if args.look_every == 1
                                                else f"every {args.look_every} commits")
         if args.commit_every:
@@ -190,6 +205,8 @@ def main() -> None:
               f"Spark local[2]; maintenance with {triggers}\n")
         reads: dict[str, dict[int, tuple[float, float]]] = {}
         rates: dict[str, float] = {}
+        carried: dict[str, int] = {}  # commits that carried equality deletes
+        commit_s: dict[str, float] = {}  # the median commit's seconds (the committer's part, files written)
         during: dict[int, str] = {}  # the maintenance steps under way during a checkpoint's reads
         background = None
         for name in ("b.plain", "b.maintained"):
@@ -199,6 +216,9 @@ def main() -> None:
             versions = np.ones(args.keys, dtype=np.int64)  # what each key must read as
             updates = []
             background = Background(spark, tables, name, config.maintenance) if name == "b.maintained" else None
+            if background is not None:
+                maintaining[name] = background
+            results: list[CommitResult] = []
             reads[name] = {}
             writing = 0.0
             next_commit = time.monotonic()
@@ -211,7 +231,7 @@ def main() -> None:
                 updates.append(ids)
                 position += args.updates
                 started = time.perf_counter()
-                offsets = write(tables, writer, committer, name, rows(ids, commit + 1), position, offsets)
+                offsets = write(tables, writer, committer, name, rows(ids, commit + 1), position, offsets, results)
                 writing += time.perf_counter() - started
                 versions[ids] = commit + 1
                 expected = (args.keys, int(versions.sum()))
@@ -228,6 +248,8 @@ def main() -> None:
                     assert got == expected and duck_got in (None, expected), (name, commit, got, duck_got, expected)
                     reads[name][commit] = (spark_s, duck_s)
             rates[name] = args.commits * args.updates / writing
+            carried[name] = sum(r.equality_deletes > 0 for r in results)
+            commit_s[name] = float(np.median([r.seconds for r in results]))
             if background is not None:
                 # The stream stops: the run under way ends, and one more look finds what is left.
                 background.join()
@@ -271,6 +293,9 @@ def main() -> None:
               f"DuckDB {rest_duck / best[1]:.2f}x")
         print(f"write and commit path: {rates['b.plain']:,.0f} records/s without maintenance, "
               f"{rates['b.maintained']:,.0f} with ({background.runs} maintenance runs beside it)")
+        print(f"commits carrying equality deletes: {carried['b.plain']} of {args.commits} without maintenance, "
+              f"{carried['b.maintained']} of {args.commits} with; the median commit took "
+              f"{commit_s['b.plain']:.3f}s without, {commit_s['b.maintained']:.3f}s with")
         if background.errors:
             print(f"maintenance errors: {background.errors}")
     finally:

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from tabletopic.buffer.table_buffer import Drained
-from tabletopic.commit.table_committer import TableCommitter
+from tabletopic.commit.table_committer import CommitResult, TableCommitter
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.convert.records import UPSERT
@@ -46,13 +46,15 @@ def rows(ids: np.ndarray, version: int) -> pa.Table:
 
 
 def write(tables: IcebergTables, writer: FileWriter, committer: TableCommitter, name: str, batch: pa.Table,
-          position: int, expected: dict) -> dict:
+          position: int, expected: dict, results: list[CommitResult] | None = None) -> dict:
     handle = tables.get(name, batch.schema)
     n = batch.num_rows
     drained = Drained(name, batch, n, batch.nbytes, None, {TOPIC: position}, np.full(n, UPSERT, dtype=np.int8),
                       np.arange(n, dtype=np.int64))
     written = writer.write(handle, drained)
     result = committer.commit(handle, written.files, {TOPIC: position}, expected, None)
+    if results is not None:
+        results.append(result)
     return result.offsets
 
 

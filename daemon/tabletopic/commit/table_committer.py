@@ -52,12 +52,16 @@ class CommitResult:
     records: int
     seconds: float
     totals: dict[str, int]  # the new snapshot's total-* summary figures (data files, delete files, bytes)
+    equality_deletes: int = 0  # delete records the snapshot added, by kind: position deletes replace
+    position_deletes: int = 0  # equality deletes when the commit found the rows (see DeleteConversion)
 
 
 class TableCommitter:
     def __init__(self, jvm_provider: Any, connector: str, group_id: str,
-                 on_retry: Callable[[str], None] | None = None) -> None:
+                 on_retry: Callable[[str], None] | None = None,
+                 positions_up_to_rows: Callable[[str], int] = lambda table: 0) -> None:
         self._jvm = jvm_provider
+        self._positions_up_to_rows = positions_up_to_rows
         self._connector = connector
         self._group_id = group_id
         self._on_retry = on_retry
@@ -109,7 +113,8 @@ class TableCommitter:
                 summary[VTTS_KEY] = str(max_timestamp_ms)
             try:
                 props = {property_key(self._group_id, handle.branch): property_value(merged, epoch)}
-                snapshot_id = int(writer.commit(table, handle.branch, files, summary, base, props))
+                snapshot_id = int(writer.commit(table, handle.branch, files, summary, base, props,
+                                                self._positions_up_to_rows(handle.name)))
             except JAVA_ERRORS as exc:
                 message = java_error_message(exc)
                 if "ValidationException" in message and attempt < _VALIDATION_RETRIES:
@@ -121,7 +126,9 @@ class TableCommitter:
             summary_now = table.snapshot(snapshot_id).summary()
             totals = {k: int(summary_now.get(k) or 0) for k in _TOTALS}
             return CommitResult(handle.name, snapshot_id, merged, int(files.size()),
-                                int(writer.recordCount(files, False)), time.monotonic() - started, totals)
+                                int(writer.recordCount(files, False)), time.monotonic() - started, totals,
+                                int(summary_now.get("added-equality-deletes") or 0),
+                                int(summary_now.get("added-position-deletes") or 0))
         raise CommitFailed(f"commit to table {handle.name} kept conflicting with concurrent commits")
 
     def set_offsets(self, handle: TableHandle, offsets: dict[TopicPartition, int]) -> int:

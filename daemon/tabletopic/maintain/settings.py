@@ -16,7 +16,8 @@ MB = 1024 * 1024
 class MaintenanceSettings:
     mode: str  # "auto" (upsert and CDC connectors only), "true" or "false"
     interval_s: float  # how often each table is looked at
-    conversion: str  # equality deletes into position deletes: "look", "round" (every commit round too) or "off"
+    conversion: str  # equality deletes into position deletes: "commit" (in each commit), "look", "round" or "off"
+    commit_max_rows: int  # with "commit": the most rows a table may hold for its commits to convert
     min_input_files: int  # small data files in one partition that make it worth compacting
     delete_files: int  # delete files that make the table worth compacting
     max_group_bytes: int  # one rewrite job's input: what a barrier may wait behind
@@ -29,6 +30,10 @@ class MaintenanceSettings:
     @property
     def convert_equality_deletes(self) -> bool:
         return self.conversion != "off"
+
+    @property
+    def converts_at_commit(self) -> bool:
+        return self.conversion == "commit"
 
     @property
     def converts_every_round(self) -> bool:
@@ -50,6 +55,7 @@ def settings_from(values: dict[str, Any]) -> MaintenanceSettings:
         mode=values[p + "enabled"],
         interval_s=values[p + "interval-ms"] / 1000,
         conversion=values[p + "equality-deletes.convert"],
+        commit_max_rows=values[p + "equality-deletes.commit-max-rows"],
         min_input_files=values[p + "compaction.min-input-files"],
         delete_files=values[p + "compaction.delete-files"],
         max_group_bytes=values[p + "compaction.max-group-bytes"],

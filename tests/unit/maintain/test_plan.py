@@ -8,7 +8,7 @@ from tabletopic.maintain.plan import plan_expiry, plan_maintenance
 from tabletopic.maintain.settings import MaintenanceSettings
 from tabletopic.maintain.table_stats import SnapshotInfo, TableStats
 
-SETTINGS = MaintenanceSettings(mode="auto", interval_s=0, conversion="look", min_input_files=10,
+SETTINGS = MaintenanceSettings(mode="auto", interval_s=0, conversion="look", commit_max_rows=0, min_input_files=10,
                                delete_files=8,
                                max_group_bytes=1 << 28, snapshot_age_s=3600, retain_last=2, orphan_age_s=86400,
                                orphan_interval_s=86400, max_manifests=50)

@@ -12,6 +12,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.UUID;
+import org.apache.iceberg.ContentFile;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.DeleteFile;
 import org.apache.iceberg.FileContent;
@@ -45,11 +46,12 @@ import org.apache.iceberg.util.StructLikeMap;
  *
  * <p>Why: an equality delete makes every reader compare each row of every older data file with
  * its keys, and a reader pays that on every read (DuckDB about a second per file over 200,000
- * rows). A position delete names the rows it removes, which readers apply almost for free. The
- * sink keeps writing equality deletes, because it cannot know where an older row lives without
- * reading the table; this finds those rows once, here, off the write path. It reads only the key
- * columns of the data files the deletes apply to, so it costs a fraction of a compaction and can
- * run after every commit round.
+ * rows). A position delete names the rows it removes, which readers apply almost for free. A
+ * worker writes equality deletes, because it cannot know where an older row lives without reading
+ * the table; this finds those rows once, reading only the key columns of the data files the
+ * deletes apply to, so it costs a fraction of a compaction. It runs in two places: in maintenance,
+ * on the equality deletes a table holds ({@link #convert}), and in the sink's commit itself, on
+ * the round's equality deletes before they ever reach a snapshot ({@link #forCommit}).
  *
  * <p>Why it is correct beside other writers, in one RowDelta validated from the snapshot it read:
  *
@@ -179,48 +181,20 @@ public final class DeleteConversion {
     // in, less the positions of data files no longer live (a compaction took them). Equality
     // deletes that apply to nothing go in the same commit.
     List<DeleteFile> merged = new ArrayList<>();
-    for (ManifestFile manifest : snapshot.deleteManifests(table.io())) {
-      try (ManifestReader<DeleteFile> reader =
-          ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) {
-        for (DeleteFile delete : reader) {
-          if (delete.content() == FileContent.EQUALITY_DELETES && !equality.containsKey(delete.location())) {
-            // Planning attached it to no live data file: it applies to none (all are newer, or
-            // their key ranges miss its keys), nor to a rewrite of them under way.
-            merged.add(delete.copyWithoutStats());
-            continue;
-          }
-          Partition partition = partitions.get(FileCensus.partitionKey(table, delete));
-          if (delete.content() != FileContent.POSITION_DELETES
-              || delete.format() != FileFormat.PARQUET
-              || partition == null) {
-            continue;
-          }
-          try (CloseableIterable<Record> named = read(table, delete.location(), PATH_POS)) {
-            for (Record row : named) {
-              String path = row.get(0, CharSequence.class).toString();
-              if (live.containsKey(path)) {
-                partition.add(path, row.get(1, Long.class));
-              }
-            }
-          }
-          merged.add(delete.copyWithoutStats());
-        }
+    for (DeleteFile delete : deleteFiles(table, snapshot)) {
+      if (delete.content() == FileContent.EQUALITY_DELETES && !equality.containsKey(delete.location())) {
+        // Planning attached it to no live data file: it applies to none (all are newer, or their
+        // key ranges miss its keys), nor to a rewrite of them under way.
+        merged.add(delete);
+      } else if (mergeInto(table, delete, partitions, live.keySet())) {
+        merged.add(delete);
       }
     }
 
-    OutputFileFactory files =
-        OutputFileFactory.builderFor(table, 0, snapshot.snapshotId())
-            .format(FileFormat.PARQUET)
-            .operationId("convert-" + UUID.randomUUID())
-            .suffix("deletes")
-            .build();
     List<DeleteFile> added = new ArrayList<>();
     Set<String> named = new HashSet<>();
     try {
-      for (Partition partition : partitions.values()) {
-        added.add(partition.write(table, files));
-        named.addAll(partition.positions.keySet());
-      }
+      write(table, snapshot, partitions, added, named);
       table.refresh();
       RowDelta delta =
           table
@@ -245,6 +219,207 @@ public final class DeleteConversion {
       throw e;
     }
     return new long[] {converted.size(), added.size(), rows};
+  }
+
+  /**
+   * What a sink commit carries in place of its round's equality deletes: position deletes naming
+   * the rows they would remove, found in the table as it is now, or null when the commit should
+   * carry the equality deletes as they are.
+   *
+   * <p>Why it is correct: the round's equality deletes would apply to every data file older than
+   * the commit, which are the live files of the current snapshot (their spec is unpartitioned, so
+   * partitions do not narrow it), and to none of the files the commit adds. Those rows are found
+   * here and named by file and position. The commit then must fail if the table changed under
+   * them, and {@link SinkWriter#commit} validates exactly that: a data file added after the
+   * sink's base snapshot fails it already ({@code validateNoConflictingDataFiles}); a data file
+   * named here and replaced since (a compaction) fails it through {@code validateDataFilesExist};
+   * and a rewrite of files holding none of these keys holds none of them either. On such a failure
+   * the commit is made again with the equality deletes, which need no positions.
+   *
+   * <p>Null when: there is no equality delete; the table's live rows exceed {@code maxRows} (the
+   * commit would read too much); or a file is not Parquet, a delete is partitioned or its fields
+   * are not plain columns (the general rules of {@link #convert} then apply, later).
+   */
+  public static AtCommit forCommit(Table table, List<ContentFile<?>> files, long maxRows)
+      throws IOException {
+    List<DeleteFile> equality = new ArrayList<>();
+    List<ContentFile<?>> kept = new ArrayList<>();
+    for (ContentFile<?> file : files) {
+      if (file instanceof DeleteFile && file.content() == FileContent.EQUALITY_DELETES) {
+        equality.add((DeleteFile) file);
+      } else {
+        kept.add(file);
+      }
+    }
+    if (equality.isEmpty()) {
+      return null;
+    }
+    List<KeyShape> shapes = new ArrayList<>();
+    for (DeleteFile delete : equality) {
+      Schema keySchema = keySchema(table, delete);
+      if (keySchema == null
+          || delete.format() != FileFormat.PARQUET
+          || !table.specs().get(delete.specId()).isUnpartitioned()) {
+        return null;
+      }
+      KeyShape shape = null;
+      for (KeyShape known : shapes) {
+        if (known.schema.sameSchema(keySchema)) {
+          shape = known;
+        }
+      }
+      if (shape == null) {
+        shape = new KeyShape(keySchema);
+        shapes.add(shape);
+      }
+    }
+    table.refresh();
+    Snapshot head = table.currentSnapshot();
+    if (head == null) {
+      // Nothing older to delete: the deletes apply to no row, and the commit carries none.
+      return new AtCommit(kept, List.of(), Set.of(), List.of(), equality);
+    }
+    String total = head.summary() == null ? null : head.summary().get("total-records");
+    if (total == null || Long.parseLong(total) > maxRows) {
+      return null;
+    }
+    Map<String, DataFile> live = new LinkedHashMap<>();
+    try (CloseableIterable<FileScanTask> tasks = table.newScan().useSnapshot(head.snapshotId()).planFiles()) {
+      for (FileScanTask task : tasks) {
+        if (task.file().format() != FileFormat.PARQUET) {
+          return null;
+        }
+        live.putIfAbsent(task.file().location(), task.file().copyWithoutStats());
+      }
+    }
+    for (int index = 0; index < equality.size(); index++) {
+      KeyShape shape = null;
+      Schema keySchema = keySchema(table, equality.get(index));
+      for (KeyShape known : shapes) {
+        if (known.schema.sameSchema(keySchema)) {
+          shape = known;
+        }
+      }
+      try (CloseableIterable<Record> rows = read(table, equality.get(index).location(), shape.schema)) {
+        for (Record row : rows) {
+          shape.add(row, index);
+        }
+      }
+    }
+    BitSet all = new BitSet();
+    all.set(0, equality.size());
+    Map<String, Partition> partitions = new LinkedHashMap<>();
+    for (DataFile file : live.values()) {
+      long[] found = matches(table, file, all, shapes);
+      if (found.length > 0) {
+        partitions
+            .computeIfAbsent(FileCensus.partitionKey(table, file), k -> new Partition(file))
+            .add(file.location(), found);
+      }
+    }
+    List<DeleteFile> merged = new ArrayList<>();
+    if (!partitions.isEmpty()) {
+      for (DeleteFile delete : deleteFiles(table, head)) {
+        if (mergeInto(table, delete, partitions, live.keySet())) {
+          merged.add(delete);
+        }
+      }
+    }
+    List<DeleteFile> added = new ArrayList<>();
+    Set<String> named = new HashSet<>();
+    try {
+      write(table, head, partitions, added, named);
+    } catch (RuntimeException | IOException e) {
+      removeQuietly(table, added);
+      throw e;
+    }
+    List<ContentFile<?>> carried = new ArrayList<>(kept);
+    carried.addAll(added);
+    return new AtCommit(carried, merged, named, added, equality);
+  }
+
+  /**
+   * A commit's files with its equality deletes resolved to positions.
+   *
+   * @param files what the commit adds: the data files and the new position delete files
+   * @param merged position delete files of the table whose positions the new files carry on
+   * @param named the data files the new position deletes name, which must still be live
+   * @param written the position delete files written here (removed if the commit falls back)
+   * @param replaced the round's equality delete files (removed once the commit lands without them)
+   */
+  public record AtCommit(
+      List<ContentFile<?>> files,
+      List<DeleteFile> merged,
+      Set<String> named,
+      List<DeleteFile> written,
+      List<DeleteFile> replaced) {
+    /** Removes files no snapshot will reference: the ones {@code commit} left out. */
+    void dropWritten(Table table) {
+      removeQuietly(table, written);
+    }
+
+    void dropReplaced(Table table) {
+      removeQuietly(table, replaced);
+    }
+  }
+
+  /** The live delete files of {@code snapshot}. */
+  private static List<DeleteFile> deleteFiles(Table table, Snapshot snapshot) throws IOException {
+    List<DeleteFile> files = new ArrayList<>();
+    for (ManifestFile manifest : snapshot.deleteManifests(table.io())) {
+      try (ManifestReader<DeleteFile> reader =
+          ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) {
+        for (DeleteFile delete : reader) {
+          files.add(delete.copyWithoutStats());
+        }
+      }
+    }
+    return files;
+  }
+
+  /**
+   * Adds the positions of {@code delete}, a position delete file of a partition written to, to
+   * that partition, less those in data files not in {@code live} (a compaction took them); true
+   * when it did, so the new file replaces it and each partition keeps one position delete file.
+   */
+  private static boolean mergeInto(
+      Table table, DeleteFile delete, Map<String, Partition> partitions, Set<String> live)
+      throws IOException {
+    Partition partition = partitions.get(FileCensus.partitionKey(table, delete));
+    if (delete.content() != FileContent.POSITION_DELETES
+        || delete.format() != FileFormat.PARQUET
+        || partition == null) {
+      return false;
+    }
+    try (CloseableIterable<Record> named = read(table, delete.location(), PATH_POS)) {
+      for (Record row : named) {
+        String path = row.get(0, CharSequence.class).toString();
+        if (live.contains(path)) {
+          partition.add(path, row.get(1, Long.class));
+        }
+      }
+    }
+    return true;
+  }
+
+  /** Writes one position delete file per partition into {@code added}, and their data files into {@code named}. */
+  private static void write(
+      Table table,
+      Snapshot snapshot,
+      Map<String, Partition> partitions,
+      List<DeleteFile> added,
+      Set<String> named)
+      throws IOException {
+    OutputFileFactory files =
+        OutputFileFactory.builderFor(table, 0, snapshot.snapshotId())
+            .format(FileFormat.PARQUET)
+            .operationId("convert-" + UUID.randomUUID())
+            .suffix("deletes")
+            .build();
+    for (Partition partition : partitions.values()) {
+      added.add(partition.write(table, files));
+      named.addAll(partition.positions.keySet());
+    }
   }
 
   /** The positions to delete in one partition's data files. */

@@ -20,6 +20,8 @@ import org.apache.iceberg.SnapshotRef;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.Transaction;
 import org.apache.iceberg.UpdatePartitionSpec;
+import org.apache.iceberg.exceptions.CommitStateUnknownException;
+import org.apache.iceberg.exceptions.ValidationException;
 import org.apache.iceberg.expressions.Expressions;
 import org.apache.iceberg.shaded.com.fasterxml.jackson.core.JsonGenerator;
 import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.JsonNode;
@@ -29,6 +31,8 @@ import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.types.StructType;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The driver-side entry points that tabletopic calls through py4j.
@@ -42,6 +46,8 @@ import org.apache.spark.sql.types.StructType;
  * snapshot the offsets were read from.
  */
 public final class SinkWriter {
+  private static final Logger LOG = LoggerFactory.getLogger(SinkWriter.class);
+
   private SinkWriter() {}
 
   /**
@@ -102,21 +108,90 @@ public final class SinkWriter {
     }
   }
 
+  /** {@link #commit(Table, String, List, Map, long, Map, long)} with equality deletes as they are. */
+  public static long commit(
+      Table table,
+      String branch,
+      List<ContentFile<?>> files,
+      Map<String, String> summary,
+      long baseSnapshotId,
+      Map<String, String> tableProps) {
+    return commitWith(table, branch, files, null, summary, baseSnapshotId, tableProps);
+  }
+
   /**
    * Commits files and summary properties as one snapshot on {@code branch} (null for main).
    *
-   * <p>With {@code baseSnapshotId >= 0}, the commit fails with a ValidationException if any data
-   * or delete file was added after that snapshot; with -1 (an empty table) if any was added at
-   * all. Iceberg re-runs this validation on every internal retry, so a writer that loses a race
-   * can never commit on top of the winner. Returns the new snapshot id.
+   * <p>With {@code positionsUpToRows > 0}, a commit to main whose table holds at most that many
+   * live rows carries position deletes in place of its equality deletes (see {@link
+   * DeleteConversion#forCommit}): readers then never meet them. If the rows cannot be found, or
+   * the table changed under them before the commit, the equality deletes go in as they are.
+   */
+  public static long commit(
+      Table table,
+      String branch,
+      List<ContentFile<?>> files,
+      Map<String, String> summary,
+      long baseSnapshotId,
+      Map<String, String> tableProps,
+      long positionsUpToRows) {
+    DeleteConversion.AtCommit resolved = null;
+    if (positionsUpToRows > 0 && branch == null) {
+      try {
+        resolved = DeleteConversion.forCommit(table, files, positionsUpToRows);
+      } catch (RuntimeException | IOException e) {
+        // Reading the table for positions is an optimisation: a failure of it must not stop the
+        // commit, which is tried with the equality deletes (and fails there if storage is down).
+        LOG.warn("commit to {} carries its equality deletes: finding their rows failed", table.name(), e);
+      }
+    }
+    return commitWith(table, branch, files, resolved, summary, baseSnapshotId, tableProps);
+  }
+
+  /**
+   * Commits {@code resolved} (see {@link DeleteConversion#forCommit}) if it is not null, else
+   * {@code files}. With {@code baseSnapshotId >= 0}, the commit fails with a ValidationException
+   * if any data or delete file was added after that snapshot; with -1 (an empty table) if any was
+   * added at all. Iceberg re-runs this validation on every internal retry, so a writer that loses a
+   * race can never commit on top of the winner. Returns the new snapshot id.
+   *
+   * <p>A resolved commit is also validated against the data files its position deletes name: if
+   * one was replaced since they were found, it is made again from {@code files}, whose equality
+   * deletes apply to the rewritten rows as well (a rewrite keeps its starting sequence number).
    *
    * <p>{@code tableProps} are set in the same metadata commit (a transaction), so they can never
    * disagree with the snapshot: the sink mirrors its offsets there, where someone else's
    * snapshot expiry cannot remove them.
    */
-  public static long commit(
+  public static long commitWith(
       Table table,
       String branch,
+      List<ContentFile<?>> files,
+      DeleteConversion.AtCommit resolved,
+      Map<String, String> summary,
+      long baseSnapshotId,
+      Map<String, String> tableProps) {
+    if (resolved != null) {
+      try {
+        long id = commitOnce(table, branch, resolved, resolved.files(), summary, baseSnapshotId, tableProps);
+        resolved.dropReplaced(table);
+        return id;
+      } catch (ValidationException e) {
+        resolved.dropWritten(table);
+      } catch (CommitStateUnknownException e) {
+        throw e; // the files may be in the table now: orphan removal decides later, from the metadata
+      } catch (RuntimeException e) {
+        resolved.dropWritten(table);
+        throw e;
+      }
+    }
+    return commitOnce(table, branch, null, files, summary, baseSnapshotId, tableProps);
+  }
+
+  private static long commitOnce(
+      Table table,
+      String branch,
+      DeleteConversion.AtCommit resolved,
       List<ContentFile<?>> files,
       Map<String, String> summary,
       long baseSnapshotId,
@@ -140,6 +215,15 @@ public final class SinkWriter {
     delta.conflictDetectionFilter(Expressions.alwaysTrue());
     delta.validateNoConflictingDataFiles();
     delta.validateNoConflictingDeleteFiles();
+    if (resolved != null) {
+      resolved.merged().forEach(delta::removeDeletes);
+      if (!resolved.named().isEmpty()) {
+        // A replace (compaction) since the base is no conflict for equality deletes, but it is one
+        // for positions in the files it replaced; a delete of them too.
+        delta.validateDataFilesExist(resolved.named());
+        delta.validateDeletedFiles();
+      }
+    }
     delta.commit();
     if (!tableProps.isEmpty()) {
       org.apache.iceberg.UpdateProperties props = txn.updateProperties();
