@@ -255,6 +255,7 @@ public final class DeleteConversion {
       return null;
     }
     List<KeyShape> shapes = new ArrayList<>();
+    List<KeyShape> shapeOf = new ArrayList<>(); // the shape of each equality delete, by index
     for (DeleteFile delete : equality) {
       Schema keySchema = keySchema(table, delete);
       if (keySchema == null
@@ -272,6 +273,7 @@ public final class DeleteConversion {
         shape = new KeyShape(keySchema);
         shapes.add(shape);
       }
+      shapeOf.add(shape);
     }
     table.refresh();
     Snapshot head = table.currentSnapshot();
@@ -293,13 +295,7 @@ public final class DeleteConversion {
       }
     }
     for (int index = 0; index < equality.size(); index++) {
-      KeyShape shape = null;
-      Schema keySchema = keySchema(table, equality.get(index));
-      for (KeyShape known : shapes) {
-        if (known.schema.sameSchema(keySchema)) {
-          shape = known;
-        }
-      }
+      KeyShape shape = shapeOf.get(index);
       try (CloseableIterable<Record> rows = read(table, equality.get(index).location(), shape.schema)) {
         for (Record row : rows) {
           shape.add(row, index);
