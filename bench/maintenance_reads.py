@@ -5,9 +5,10 @@ Three tables get the same rows through tabletopic's own writer and committer (no
 * **plain**: N keys in one commit, then C commits of U updated keys each, no maintenance;
 * **maintained**: the same commits, with the daemon's maintenance (same plan, same Spark
   actions) run on its own thread between commits, as the coordinator runs it: a whole look
-  every ``--look-every`` commits; by default each commit carries position deletes in place of
-  its equality deletes, as the daemon's commits do (``--convert round``: the commits carry
-  equality deletes, and the commits between looks only convert them);
+  every ``--look-every`` commits, and only the conversion of equality deletes after the others;
+  by default each commit carries position deletes in place of its equality deletes, as the
+  daemon's commits do, so those conversions only find the deletes of commits made during a
+  compaction (``--convert round``: every commit carries equality deletes);
 * **one commit**: the same keys at the same versions, written in a single commit: the best a
   reader can hope for.
 
@@ -38,6 +39,7 @@ from tabletopic.commit.table_committer import CommitResult, TableCommitter
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.demo.lake_servers import duckdb_offline
+from tabletopic.maintain.commit_positions import CommitPositions
 from tabletopic.maintain.plan import plan_conversion, plan_maintenance
 from tabletopic.maintain.table_maintenance import run_plan
 from tabletopic.maintain.table_stats import stats_from_java
@@ -52,8 +54,10 @@ CHECKPOINTS = (1, 10, 50, 200)
 class Background:
     """The coordinator's pattern: after a commit, start a maintenance run unless one is under way."""
 
-    def __init__(self, spark: SparkRuntime, tables: IcebergTables, name: str, settings) -> None:
+    def __init__(self, spark: SparkRuntime, tables: IcebergTables, name: str, settings,
+                 commit_positions: CommitPositions) -> None:
         self.spark, self.tables, self.name, self.settings = spark, tables, name, settings
+        self.commit_positions = commit_positions
         self.thread: threading.Thread | None = None
         self.runs = 0
         self.last_look = 0
@@ -67,10 +71,14 @@ class Background:
     def _starting(self, step: str) -> None:
         self.step = step
         self.seen.add(step)
+        if step == "compact":
+            self.commit_positions.compaction_starts(self.name)
+        else:
+            self.commit_positions.compaction_ends(self.name)
 
     def poke(self, commit: int, look_every: int = 1) -> None:
         """Unless a run is under way, start a look (every step whose trigger is met) if ``look_every``
-        commits passed since the last one began, else only a conversion with ``--convert round``:
+        commits passed since the last one began, else only a conversion (none with ``--convert off``):
         the coordinator's rule, with the interval counted in commits."""
         if self.thread is None or not self.thread.is_alive():
             look = commit - self.last_look >= look_every
@@ -97,6 +105,7 @@ class Background:
             self.errors.append(str(exc).splitlines()[0])
         finally:
             self.step = None
+            self.commit_positions.compaction_ends(self.name)
 
     def join(self) -> None:
         if self.thread is not None:
@@ -179,16 +188,9 @@ def main() -> None:
         spark.register_catalog("reader", {"type": "hadoop", "warehouse": "file://" + str(warehouse),
                                           "cache-enabled": "false"})
         writer = FileWriter(spark, {})
-        maintaining: dict[str, Background] = {}
-
-        def positions_up_to_rows(name: str) -> int:
-            """The maintainer's rule (Maintainer.positions_up_to_rows), for the maintained table only."""
-            background = maintaining.get(name)
-            if background is None or not config.maintenance.converts_at_commit or background.step == "compact":
-                return 0
-            return config.maintenance.commit_max_rows
-
-        committer = TableCommitter(lambda: spark.jvm, "bench", "bench", positions_up_to_rows=positions_up_to_rows)
+        # The maintainer's rule, for the maintained table only.
+        commit_positions = CommitPositions(config.maintenance, lambda name: name == "b.maintained")
+        committer = TableCommitter(lambda: spark.jvm, "bench", "bench", positions=commit_positions.committing)
         spark.session  # noqa: B018 - start-up is not what is measured
         first = rows(np.arange(args.keys), 1)
         triggers = f"compaction.delete-files={args.delete_files}" if args.delete_files else "the default triggers"
@@ -215,9 +217,8 @@ def main() -> None:
             rng = np.random.default_rng(11)  # the same updates for both tables
             versions = np.ones(args.keys, dtype=np.int64)  # what each key must read as
             updates = []
-            background = Background(spark, tables, name, config.maintenance) if name == "b.maintained" else None
-            if background is not None:
-                maintaining[name] = background
+            background = (Background(spark, tables, name, config.maintenance, commit_positions)
+                          if name == "b.maintained" else None)
             results: list[CommitResult] = []
             reads[name] = {}
             writing = 0.0

@@ -75,7 +75,7 @@ class SinkTask:
         self.table_commits = TableCommits(
             self.tables, TableCommitter(lambda: spark.jvm, config.name, config.group_id,
                                         lambda table: metrics.commit_retries.labels(table=table).inc(),
-                                        lambda table: self.maintainer.positions_up_to_rows(table)), metrics,
+                                        lambda table: self.maintainer.commit_positions.committing(table)), metrics,
             config.group_id, list(config.tables or []), config.offsets_refresh_barriers,
             config.commit_timeout_ms / 1000, config.commit_threads)
         self.maintainer = Maintainer(config.name, config.group_id, self.tables, config.maintenance, metrics,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,9 +60,12 @@ class CommitResult:
 class TableCommitter:
     def __init__(self, jvm_provider: Any, connector: str, group_id: str,
                  on_retry: Callable[[str], None] | None = None,
-                 positions_up_to_rows: Callable[[str], int] = lambda table: 0) -> None:
+                 positions: Callable[[str], AbstractContextManager[int]] = lambda table: nullcontext(0)) -> None:
+        """``positions(table)`` is held around each commit of ``table``, and gives the most rows the table
+        may hold for the commit to carry position deletes in place of its equality deletes (0: never);
+        see :class:`tabletopic.maintain.commit_positions.CommitPositions`."""
         self._jvm = jvm_provider
-        self._positions_up_to_rows = positions_up_to_rows
+        self._positions = positions
         self._connector = connector
         self._group_id = group_id
         self._on_retry = on_retry
@@ -113,8 +117,8 @@ class TableCommitter:
                 summary[VTTS_KEY] = str(max_timestamp_ms)
             try:
                 props = {property_key(self._group_id, handle.branch): property_value(merged, epoch)}
-                snapshot_id = int(writer.commit(table, handle.branch, files, summary, base, props,
-                                                self._positions_up_to_rows(handle.name)))
+                with self._positions(handle.name) as up_to_rows:
+                    snapshot_id = int(writer.commit(table, handle.branch, files, summary, base, props, up_to_rows))
             except JAVA_ERRORS as exc:
                 message = java_error_message(exc)
                 if "ValidationException" in message and attempt < _VALIDATION_RETRIES:

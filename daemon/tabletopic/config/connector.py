@@ -163,15 +163,16 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "comparing every row with every key. commit: each commit carries position deletes in place of its "
         "equality deletes, found in the table as it is then (while the table holds at most "
         "equality-deletes.commit-max-rows rows, and not while maintenance compacts it), so readers never meet "
-        "them; each look converts what is left. look: at each look, after compaction; round: after every "
+        "them; the next round converts what is left. look: at each look, after compaction; round: after every "
         "commit round too (each conversion reads the key columns of the data files the new deletes apply to, "
         "which in a table keyed across partitions is all of them); off: equality deletes stay until compaction "
         "folds them.",
         allowed=("commit", "look", "round", "off")),
-    Key("tabletopic.maintenance.equality-deletes.commit-max-rows", KeyType.LONG, 20_000_000,
+    Key("tabletopic.maintenance.equality-deletes.commit-max-rows", KeyType.LONG, 5_000_000,
         "With equality-deletes.convert=commit, the most rows a table may hold for its commits to find the rows "
-        "their deletes remove: that search reads the key columns of every data file, on the commit's path. A "
-        "bigger table's commits carry equality deletes, which each look converts.", minimum=0),
+        "their deletes remove: that search reads the key columns of every data file on the commit's path, about "
+        "0.1 s per 200,000 rows on one core. A bigger table's commits carry equality deletes, which each look "
+        "converts.", minimum=0),
     Key("tabletopic.maintenance.compaction.min-input-files", KeyType.INT, 10,
         "Compact a partition once it holds this many data files smaller than the target file size "
         "(write.target-file-size-bytes).", minimum=2),

@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from tabletopic.commit.source_offsets import read_recorded
+from tabletopic.maintain.commit_positions import CommitPositions
 from tabletopic.maintain.plan import plan_conversion, plan_maintenance
 from tabletopic.maintain.settings import MaintenanceSettings
 from tabletopic.maintain.table_maintenance import MaintenanceReport, MaintenanceStopped, run_plan
@@ -50,7 +51,7 @@ class Maintainer:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"maintain-{connector}")
         self._last_look: dict[str, float] = {}
         self._last_orphans: dict[str, float] = {}
-        self._compacting: set[str] = set()  # written by the maintenance thread, read by commit threads
+        self.commit_positions = CommitPositions(settings, enabled)  # the committer asks it around each commit
         self._stopping = False
         self.last_error: str | None = None
 
@@ -73,18 +74,6 @@ class Maintainer:
     def look_due(self, name: str, now: float) -> bool:
         """Whether ``name`` gets a whole look (every step whose trigger is met), not only a conversion."""
         return now - self._last_look.setdefault(name, now) >= self._settings.interval_s
-
-    def positions_up_to_rows(self, name: str) -> int:
-        """The most rows ``name`` may hold for a commit to carry position deletes in place of its equality
-        deletes (see ``DeleteConversion.forCommit``); 0 for equality deletes.
-
-        Not while this maintenance compacts the table: a rewrite fails on new position deletes against the
-        files it replaces, so a commit's would make it fail again and again.  Equality deletes need no
-        positions, apply to the rewritten rows too, and the conversion that follows the compaction takes
-        them."""
-        if not self._settings.converts_at_commit or name in self._compacting or not self._enabled(name):
-            return 0
-        return self._settings.commit_max_rows
 
     async def run(self, names: list[str], epoch: int, keep_going: Callable[[], bool]) -> None:
         """Look at ``names`` one by one, acting where a trigger is met; failures are logged and counted
@@ -147,15 +136,15 @@ class Maintainer:
         def starting(step: str) -> None:
             self._log.info("maintenance step", table=name, step=step)
             if step == "compact":
-                self._compacting.add(name)
+                self.commit_positions.compaction_starts(name)
             else:
-                self._compacting.discard(name)
+                self.commit_positions.compaction_ends(name)
 
         try:
             report = run_plan(spark.jvm, spark.session._jsparkSession, table, name, plan, stats, self._settings,
                               f"{self._connector}@{epoch}", keep_going, starting)
         finally:
-            self._compacting.discard(name)
+            self.commit_positions.compaction_ends(name)
         if plan.remove_orphans:
             self._last_orphans[name] = now
         labels = {"table": name}

@@ -37,7 +37,9 @@ class MaintenanceSettings:
 
     @property
     def converts_every_round(self) -> bool:
-        return self.conversion == "round"
+        """Whether each round between looks converts the equality deletes it finds: with "round" all of
+        them, with "commit" those of commits that could not carry position deletes."""
+        return self.conversion in ("round", "commit")
 
     def enabled_for(self, keyed: bool) -> bool:
         return self.mode == "true" or (self.mode == "auto" and keyed)

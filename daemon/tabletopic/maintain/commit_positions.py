@@ -1,0 +1,47 @@
+"""When a commit may carry position deletes in place of its equality deletes, beside this maintenance.
+
+A rewrite fails on new position deletes against the files it replaces, so commits must not carry
+them while the connector's own compaction of the table runs: they would make it fail again and
+again.  Equality deletes need no positions and apply to the rewritten rows too; the conversion
+that follows the compaction takes them.  A commit that found its rows just before a compaction
+began must land before the rewrite reads the table, so the two take turns on one lock per table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+
+from tabletopic.maintain.settings import MaintenanceSettings
+
+
+class CommitPositions:
+    def __init__(self, settings: MaintenanceSettings, enabled: Callable[[str], bool]) -> None:
+        self._settings = settings
+        self._enabled = enabled
+        self._compacting: set[str] = set()
+        self._turns: dict[str, threading.Lock] = {}  # per table: a commit with positions, or a compaction's start
+
+    def _turn(self, name: str) -> threading.Lock:
+        return self._turns.setdefault(name, threading.Lock())  # setdefault: one lock even when two threads race
+
+    @contextlib.contextmanager
+    def committing(self, name: str) -> Iterator[int]:
+        """Around one commit of ``name``: yields the most rows the table may hold for the commit to carry
+        position deletes (``DeleteConversion.forCommit``), or 0 for equality deletes."""
+        if not self._settings.converts_at_commit or not self._enabled(name):
+            yield 0
+            return
+        with self._turn(name):
+            yield 0 if name in self._compacting else self._settings.commit_max_rows
+
+    def compaction_starts(self, name: str) -> None:
+        """From now until :meth:`compaction_ends`, commits of ``name`` carry equality deletes; returns once
+        a commit that carries positions, if one is under way, has landed."""
+        self._compacting.add(name)
+        with self._turn(name):
+            pass
+
+    def compaction_ends(self, name: str) -> None:
+        self._compacting.discard(name)
