@@ -141,7 +141,7 @@ def test_long_upsert_run_with_maintenance_matches_the_model(bootstrap: str, ware
             worst = {"delete_files": max(worst["delete_files"], now.delete_files),
                      "most_files_in_partition": max(worst["most_files_in_partition"], now.most_files_in_partition),
                      "snapshots": max(worst["snapshots"], len(now.snapshots))}
-    # Commits made while a compaction runs carry equality deletes; the looks that follow convert them.
+    # Commits made while a compaction runs carry equality deletes; the conversions that follow take them.
     wait_until(lambda: stats(warehouse).equality_deletes == 0, 120, "the conversion of the last commits", daemon)
     commits = [e for e in events(daemon, "committed") if e.get("table") == TABLE]
     maintained = events(daemon, "maintained")
@@ -254,10 +254,10 @@ def test_a_conversion_overtaken_by_a_compaction_is_refused(bootstrap: str, wareh
 @pytest.mark.slow
 def test_commits_carry_position_deletes_and_fall_back_when_overtaken(bootstrap: str, warehouse: Warehouse,
                                                                     tmp_path: Path) -> None:
-    """With the default settings an upsert table never holds an equality delete: each commit finds the
-    rows its deletes remove and carries position deletes instead.  A commit whose rows someone else's
-    compaction replaced after they were found falls back to its equality deletes, which still apply
-    to the rewritten rows, and leaves none of its position delete files behind."""
+    """With the default settings, and no compaction under way, an upsert table holds no equality delete:
+    each commit finds the rows its deletes remove and carries position deletes instead.  A commit whose
+    rows someone else's compaction replaced after they were found falls back to its equality deletes,
+    which still apply to the rewritten rows, and leaves none of its position delete files behind."""
     topic = unique("positions")
     create_topic(bootstrap, topic, PARTITIONS)
     # No look during the test: only the commits can have turned equality deletes into positions.

@@ -53,8 +53,8 @@ class CommitResult:
     records: int
     seconds: float
     totals: dict[str, int]  # the new snapshot's total-* summary figures (data files, delete files, bytes)
-    equality_deletes: int = 0  # delete records the snapshot added, by kind: position deletes replace
-    position_deletes: int = 0  # equality deletes when the commit found the rows (see DeleteConversion)
+    equality_deletes: int = 0  # equality delete records the snapshot added: it could not find their rows
+    position_deletes: int = 0  # position delete records it added in their place, merged ones included
 
 
 class TableCommitter:

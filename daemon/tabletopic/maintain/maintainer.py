@@ -133,6 +133,7 @@ class Maintainer:
             return None
         self._log.info("maintenance starting", table=name, epoch=epoch, plan=plan.describe())
         started = time.monotonic()
+
         def starting(step: str) -> None:
             self._log.info("maintenance step", table=name, step=step)
             if step == "compact":

@@ -66,9 +66,13 @@ import org.apache.iceberg.util.StructLikeMap;
  *       next conversion takes it against the new files.
  *   <li>A compaction that commits after this one and replaced a file named here fails on its
  *       side: a rewrite refuses new position deletes against the files it replaces.
- *   <li>The sink's commits only add files and equality deletes, which apply to data older than
- *       themselves; the rows found here are older still, so nothing a concurrent sink commit adds
- *       is touched. Its own validation may see this commit's new delete files and retry once.
+ *   <li>The sink's commits add files, with equality deletes, which apply to data older than
+ *       themselves, or with position deletes for rows older still ({@link #forCommit}); nothing a
+ *       concurrent sink commit adds is touched here. Its own validation may see this commit's new
+ *       delete files and retry once.
+ *   <li>When a sink commit and this one both merge a partition's position delete file, each new
+ *       file carries all of its positions, so whichever way Iceberg settles the two removals, no
+ *       position is lost; at worst a row is named twice, which readers take as one delete.
  * </ul>
  */
 public final class DeleteConversion {
