@@ -18,6 +18,7 @@ from typing import Any
 
 import duckdb
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from prometheus_client.parser import text_string_to_metric_families
 
 from tabletopic.demo.broker import create_topic as create_topic_async
 from tabletopic.demo.lake_servers import duckdb_offline
@@ -226,6 +227,23 @@ class Warehouse:
         t = self.table(table)
         t.refresh()
         return str(t.operations().current().metadataFileLocation())
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(port: int) -> tuple[str, Samples]:
+    """The daemon's /metrics: its text, and each sample's value by name and labels."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    samples: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return text, samples
+
+
+def values(samples: Samples, name: str, **labels: str) -> list[float]:
+    return [v for (n, ls), v in samples.items() if n == name and all((k, x) in ls for k, x in labels.items())]
 
 
 def duckdb_connection(s3: bool = False) -> duckdb.DuckDBPyConnection:

@@ -18,6 +18,7 @@ import pytest
 from tabletopic.commit.source_offsets import read_recorded
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
+from tabletopic.demo.broker import free_port
 from tabletopic.maintain.table_stats import TableStats, stats_from_java
 from tabletopic.write.pyiceberg_catalog import open_table
 from tabletopic.write.spark_session import SparkRuntime
@@ -26,7 +27,9 @@ from tests.support import (
     Warehouse,
     create_topic,
     produce,
+    scrape,
     unique,
+    values,
     wait_until,
     worker_props,
     write_props,
@@ -277,15 +280,22 @@ def test_commits_carry_position_deletes_and_fall_back_when_overtaken(bootstrap: 
     group = f"connect-{connector['name']}"
     model = Model(seed=19, keys=5_000)
     seed(bootstrap, topic, model)
-    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
+    port = free_port()
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap, listeners=f"http://127.0.0.1:{port}"),
+                           [connector]).start()
     wait_until(lambda: committed(warehouse, group) == model.produced, 240, "the first keys", daemon)
     for batch in range(4):
         produce(bootstrap, topic, model.changes(1_000))
         wait_until(lambda: committed(warehouse, group) == model.produced, 120, f"batch {batch}", daemon)
+    samples = scrape(port)[1]
     daemon.kill()
     commits = [e for e in events(daemon, "committed") if e.get("table") == TABLE]
     assert sum(e["position_deletes"] for e in commits) > 0, commits[-3:]
     assert all(e["equality_deletes"] == 0 for e in commits), commits
+    # Grafana sees what the commits carried.
+    for kind, key in (("position", "position_deletes"), ("equality", "equality_deletes")):
+        assert values(samples, "tabletopic_committed_deletes_total", table=TABLE, kind=kind) == [
+            sum(e[key] for e in commits)], kind
     assert not events(daemon, "maintained")
     assert stats(warehouse).equality_deletes == 0
     assert_matches(warehouse, model, "after commits with position deletes")

@@ -25,25 +25,12 @@ from tests.support import (
     Warehouse,
     create_topic,
     produce,
+    scrape,
     unique,
+    values,
     wait_until,
     worker_props,
 )
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def scrape(port: int) -> tuple[str, Samples]:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    samples: Samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return text, samples
-
-
-def values(samples: Samples, name: str, **labels: str) -> list[float]:
-    return [v for (n, ls), v in samples.items() if n == name and all((k, x) in ls for k, x in labels.items())]
 
 
 def _records(start: int, stop: int) -> list[tuple[bytes, bytes, int]]:

@@ -176,6 +176,8 @@ class TableCommits:
         self._metrics.commit_seconds.labels(**labels).observe(elapsed)
         self._metrics.commits.labels(**labels).inc()
         self._metrics.records_written.labels(**labels).inc(result.records)
+        self._metrics.committed_deletes.labels(kind="equality", **labels).inc(result.equality_deletes)
+        self._metrics.committed_deletes.labels(kind="position", **labels).inc(result.position_deletes)
         self._metrics.last_commit.labels(**labels).set(time.time())
         self._metrics.table_data_files.labels(**labels).set(result.totals["total-data-files"])
         self._metrics.table_delete_files.labels(**labels).set(result.totals["total-delete-files"])

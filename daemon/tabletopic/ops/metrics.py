@@ -46,6 +46,12 @@ class _Families:
         self.commits = counter("tabletopic_commits", "Snapshots committed", ["table"])
         self.commit_failures = counter("tabletopic_commit_failures", "Commits that failed or were fenced",
                                        ["table"])
+        self.committed_deletes = counter(
+            "tabletopic_committed_deletes",
+            "Delete records the sink's commits added, by kind: position (rows named by file and position) or "
+            "equality (rows readers must match by key until maintenance converts them: commits during a "
+            "compaction, past equality-deletes.commit-max-rows, or with equality-deletes.convert other than commit)",
+            ["table", "kind"])
         self.commit_retries = counter("tabletopic_commit_retries",
                                       "Commits retried after another writer committed first", ["table"])
         self.catalog_failures = counter("tabletopic_catalog_failures",
