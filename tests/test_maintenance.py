@@ -333,6 +333,52 @@ def test_commits_carry_position_deletes_and_fall_back_when_overtaken(bootstrap: 
     assert_matches(warehouse, model, "after the commit that fell back")
 
 
+@pytest.mark.slow
+def test_a_commit_searches_only_the_files_whose_key_bounds_hold_its_deletes(warehouse: Warehouse) -> None:
+    """Keys that grow over time, as most do: the older file's bounds leave out every key the commit
+    deletes, so the search reads only the newer file, and ``commit-max-rows`` bounds the rows read,
+    not the rows the table holds.  The positions an earlier commit named in the older file are
+    merged into the new position delete file all the same."""
+    name = f"prune.{unique('keys')}"
+    session = warehouse.spark.session
+    warehouse.sql(f"CREATE TABLE {{c}}.{name} (id bigint NOT NULL, v bigint) USING iceberg "
+                  "TBLPROPERTIES ('format-version'='2')")
+    for start in (0, 1_000):  # one data file each: ids 0-999, then 1000-1999
+        session.range(start, start + 1_000).selectExpr("id", "0L AS v").coalesce(1) \
+            .writeTo(f"{warehouse.catalog}.{name}").append()
+    table = warehouse.table(name)
+    writer = warehouse.spark.jvm.tabletopic.SinkWriter
+    conversion = warehouse.spark.jvm.tabletopic.DeleteConversion
+    id_field = table.schema().findField("id").fieldId()
+
+    def upsert(first: int, last: int) -> Any:
+        """A sink round's files: ids first..last again, at v=1, and the equality deletes of their older rows."""
+        changed = session.range(first, last + 1).selectExpr("id", "1L AS v")
+        data = writer.writeDataFiles(changed._jdf, table, table.schema().schemaId(), "pruned-data", {})
+        deletes = writer.writeEqualityDeletes(changed.select("id")._jdf, table,
+                                              writer.ensureUnpartitionedSpec(table), [id_field], "pruned-deletes", {})
+        return writer.concat(data, deletes)
+
+    def commit(files: Any, resolved: Any) -> Any:
+        table.refresh()
+        return table.snapshot(writer.commitWith(table, None, files, resolved, {},
+                                                table.currentSnapshot().snapshotId(), {})).summary()
+
+    # An earlier commit names ids 5-9 in the older file.
+    first = upsert(5, 9)
+    assert int(commit(first, conversion.forCommit(table, first, 1_000_000)).get("added-position-deletes")) == 5
+    # The newer file alone holds 1,000 rows (ids 5-9's new file, 5 rows, is left out too).
+    files = upsert(1_500, 1_599)
+    assert conversion.forCommit(table, files, 999) is None
+    resolved = conversion.forCommit(table, files, 1_000)  # below the table's 2,005 rows
+    assert resolved is not None, "the search read a file whose bounds leave out every deleted key"
+    summary = commit(files, resolved)
+    assert int(summary.get("added-position-deletes")) == 105 and summary.get("added-equality-deletes") is None
+    assert int(summary.get("total-position-deletes")) == 105, "the older file's positions were not merged"
+    got = {r["id"]: r["v"] for r in warehouse.rows(name, "id, v")}
+    assert got == {i: int(5 <= i <= 9 or 1_500 <= i < 1_600) for i in range(2_000)}
+
+
 def compact_beside_the_sink(warehouse: Warehouse) -> int:
     """Someone else's compaction, as its user would run it beside a writer of position deletes: a
     rewrite that replaces a file the daemon's conversion just named in a position delete is refused

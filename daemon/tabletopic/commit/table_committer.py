@@ -61,8 +61,8 @@ class TableCommitter:
     def __init__(self, jvm_provider: Any, connector: str, group_id: str,
                  on_retry: Callable[[str], None] | None = None,
                  positions: Callable[[str], AbstractContextManager[int]] = lambda table: nullcontext(0)) -> None:
-        """``positions(table)`` is held around each commit of ``table``, and gives the most rows the table
-        may hold for the commit to carry position deletes in place of its equality deletes (0: never);
+        """``positions(table)`` is held around each commit of ``table``, and gives the most rows the commit
+        may read to carry position deletes in place of its equality deletes (0: never);
         see :class:`tabletopic.maintain.commit_positions.CommitPositions`."""
         self._jvm = jvm_provider
         self._positions = positions

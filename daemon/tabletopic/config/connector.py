@@ -161,18 +161,18 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "Turn the table's equality deletes into position deletes: only the key columns of the data files they "
         "apply to are read, no data file is rewritten, and readers then skip deleted rows by position instead of "
         "comparing every row with every key. commit: each commit carries position deletes in place of its "
-        "equality deletes, found in the table as it is then (while the table holds at most "
-        "equality-deletes.commit-max-rows rows, and not while maintenance compacts it), so readers never meet "
-        "them; the next round converts what is left. look: at each look, after compaction; round: after every "
-        "commit round too (each conversion reads the key columns of the data files the new deletes apply to, "
-        "which in a table keyed across partitions is all of them); off: equality deletes stay until compaction "
-        "folds them.",
+        "equality deletes, found in the table as it is then (while the data files whose key bounds may hold "
+        "a deleted key hold at most equality-deletes.commit-max-rows rows, and not while maintenance compacts "
+        "it), so readers never meet them; the next round converts what is left. look: at each look, after "
+        "compaction; round: after every commit round too (each conversion reads the key columns of the data "
+        "files the new deletes apply to, which in a table keyed across partitions is all of them); off: "
+        "equality deletes stay until compaction folds them.",
         allowed=("commit", "look", "round", "off")),
     Key("tabletopic.maintenance.equality-deletes.commit-max-rows", KeyType.LONG, 5_000_000,
-        "With equality-deletes.convert=commit, the most rows a table may hold for its commits to find the rows "
-        "their deletes remove: that search reads the key columns of every data file on the commit's path, about "
-        "0.1 s per 200,000 rows on one core. A bigger table's commits carry equality deletes, which each look "
-        "converts.", minimum=0),
+        "With equality-deletes.convert=commit, the most rows a commit reads to find the rows its deletes remove: "
+        "it reads the key columns of the data files whose key bounds may hold a deleted key, on the commit's "
+        "path, about 0.1 s per 200,000 rows on one core. When those files hold more, the commit carries "
+        "equality deletes, which the next round converts.", minimum=0),
     Key("tabletopic.maintenance.compaction.min-input-files", KeyType.INT, 10,
         "Compact a partition once it holds this many data files smaller than the target file size "
         "(write.target-file-size-bytes).", minimum=2),

@@ -17,7 +17,7 @@ class MaintenanceSettings:
     mode: str  # "auto" (upsert and CDC connectors only), "true" or "false"
     interval_s: float  # how often each table is looked at
     conversion: str  # equality deletes into position deletes: "commit" (in each commit), "look", "round" or "off"
-    commit_max_rows: int  # with "commit": the most rows a table may hold for its commits to convert
+    commit_max_rows: int  # with "commit": the most rows a commit may read to carry position deletes
     min_input_files: int  # small data files in one partition that make it worth compacting
     delete_files: int  # delete files that make the table worth compacting
     max_group_bytes: int  # one rewrite job's input: what a barrier may wait behind

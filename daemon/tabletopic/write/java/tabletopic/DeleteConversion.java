@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.BitSet;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -34,11 +35,17 @@ import org.apache.iceberg.deletes.PositionDeleteWriter;
 import org.apache.iceberg.encryption.EncryptedOutputFile;
 import org.apache.iceberg.exceptions.CommitStateUnknownException;
 import org.apache.iceberg.exceptions.ValidationException;
+import org.apache.iceberg.expressions.Expression;
+import org.apache.iceberg.expressions.Expressions;
+import org.apache.iceberg.expressions.InclusiveMetricsEvaluator;
 import org.apache.iceberg.io.CloseableIterable;
 import org.apache.iceberg.io.DeleteSchemaUtil;
 import org.apache.iceberg.io.OutputFileFactory;
 import org.apache.iceberg.parquet.Parquet;
+import org.apache.iceberg.types.Comparators;
+import org.apache.iceberg.types.Type;
 import org.apache.iceberg.types.TypeUtil;
+import org.apache.iceberg.types.Types;
 import org.apache.iceberg.util.StructLikeMap;
 
 /**
@@ -240,7 +247,10 @@ public final class DeleteConversion {
    * and a rewrite of files holding none of these keys holds none of them either. On such a failure
    * the commit is made again with the equality deletes, which need no positions.
    *
-   * <p>Null when: there is no equality delete; the table's live rows exceed {@code maxRows} (the
+   * <p>Only the data files whose key bounds may hold a deleted key are read: the others hold none of
+   * the rows, by their own column statistics.
+   *
+   * <p>Null when: there is no equality delete; those files hold more than {@code maxRows} rows (the
    * commit would read too much); or a file is not Parquet, a delete is partitioned or its fields
    * are not plain columns (the general rules of {@link #convert} then apply, later).
    */
@@ -285,19 +295,6 @@ public final class DeleteConversion {
       // Nothing older to delete: the deletes apply to no row, and the commit carries none.
       return new AtCommit(kept, List.of(), Set.of(), List.of(), equality);
     }
-    String total = head.summary() == null ? null : head.summary().get("total-records");
-    if (total == null || Long.parseLong(total) > maxRows) {
-      return null;
-    }
-    Map<String, DataFile> live = new LinkedHashMap<>();
-    try (CloseableIterable<FileScanTask> tasks = table.newScan().useSnapshot(head.snapshotId()).planFiles()) {
-      for (FileScanTask task : tasks) {
-        if (task.file().format() != FileFormat.PARQUET) {
-          return null;
-        }
-        live.putIfAbsent(task.file().location(), task.file().copyWithoutStats());
-      }
-    }
     for (int index = 0; index < equality.size(); index++) {
       KeyShape shape = shapeOf.get(index);
       try (CloseableIterable<Record> rows = read(table, equality.get(index).location(), shape.schema)) {
@@ -306,10 +303,37 @@ public final class DeleteConversion {
         }
       }
     }
+    // A data file whose key bounds leave out every deleted key holds none of their rows, and is not
+    // read: Iceberg's own evaluator decides, as for a filtered scan. With keys that grow over time,
+    // a commit that updates recent keys reads only the recent files, however big the table.
+    Expression mayHoldKeys = Expressions.alwaysFalse();
+    for (KeyShape shape : shapes) {
+      mayHoldKeys = Expressions.or(mayHoldKeys, shape.range());
+    }
+    InclusiveMetricsEvaluator holdsKeys = new InclusiveMetricsEvaluator(table.schema(), mayHoldKeys);
+    Set<String> live = new HashSet<>(); // every live data file: merged positions in others are dropped
+    List<DataFile> searched = new ArrayList<>();
+    long searchedRows = 0;
+    try (CloseableIterable<FileScanTask> tasks =
+        table.newScan().useSnapshot(head.snapshotId()).includeColumnStats().planFiles()) {
+      for (FileScanTask task : tasks) {
+        DataFile file = task.file();
+        if (file.format() != FileFormat.PARQUET) {
+          return null;
+        }
+        if (live.add(file.location()) && holdsKeys.eval(file)) {
+          searchedRows += file.recordCount();
+          if (searchedRows > maxRows) {
+            return null;
+          }
+          searched.add(file.copyWithoutStats());
+        }
+      }
+    }
     BitSet all = new BitSet();
     all.set(0, equality.size());
     Map<String, Partition> partitions = new LinkedHashMap<>();
-    for (DataFile file : live.values()) {
+    for (DataFile file : searched) {
       long[] found = matches(table, file, all, shapes);
       if (found.length > 0) {
         partitions
@@ -320,7 +344,7 @@ public final class DeleteConversion {
     List<DeleteFile> merged = new ArrayList<>();
     if (!partitions.isEmpty()) {
       for (DeleteFile delete : deleteFiles(table, head)) {
-        if (mergeInto(table, delete, partitions, live.keySet())) {
+        if (mergeInto(table, delete, partitions, live)) {
           merged.add(delete);
         }
       }
@@ -510,21 +534,73 @@ public final class DeleteConversion {
   private static final class KeyShape {
     private final Schema schema;
     private final StructLikeMap<int[]> holders; // key -> indexes of the equality deletes holding it
+    // Per column of the key, the least and greatest key held, where its type has bounds that data
+    // files' statistics keep and Expressions take as they are read (ints, longs, strings); no
+    // comparator where it has not, and unbounded once a key is null.
+    private final List<Comparator<Object>> order = new ArrayList<>();
+    private final Object[] least;
+    private final Object[] greatest;
+    private final boolean[] unbounded;
 
     KeyShape(Schema schema) {
       this.schema = schema;
       this.holders = StructLikeMap.create(schema.asStruct());
+      List<Types.NestedField> columns = schema.columns();
+      for (Types.NestedField column : columns) {
+        Type.TypeID type = column.type().typeId();
+        boolean comparable =
+            type == Type.TypeID.INTEGER || type == Type.TypeID.LONG || type == Type.TypeID.STRING;
+        order.add(comparable ? Comparators.forType(column.type().asPrimitiveType()) : null);
+      }
+      this.least = new Object[columns.size()];
+      this.greatest = new Object[columns.size()];
+      this.unbounded = new boolean[columns.size()];
     }
 
     void add(Record key, int index) {
       int[] known = holders.get(key);
       if (known == null) {
         holders.put(key.copy(), new int[] {index});
+        widen(key);
       } else if (known[known.length - 1] != index) {
         int[] more = Arrays.copyOf(known, known.length + 1);
         more[known.length] = index;
         holders.put(key, more);
       }
+    }
+
+    private void widen(Record key) {
+      for (int i = 0; i < least.length; i++) {
+        Object value = key.get(i);
+        if (value == null) {
+          unbounded[i] = true;
+        } else if (order.get(i) != null) {
+          if (least[i] == null || order.get(i).compare(value, least[i]) < 0) {
+            least[i] = value instanceof CharSequence ? value.toString() : value;
+          }
+          if (greatest[i] == null || order.get(i).compare(value, greatest[i]) > 0) {
+            greatest[i] = value instanceof CharSequence ? value.toString() : value;
+          }
+        }
+      }
+    }
+
+    /** Where a data file's column bounds must reach for it to hold one of these keys. */
+    Expression range() {
+      Expression range = Expressions.alwaysTrue();
+      List<Types.NestedField> columns = schema.columns();
+      for (int i = 0; i < least.length; i++) {
+        if (least[i] != null && !unbounded[i]) {
+          String name = columns.get(i).name();
+          range =
+              Expressions.and(
+                  range,
+                  Expressions.and(
+                      Expressions.greaterThanOrEqual(name, least[i]),
+                      Expressions.lessThanOrEqual(name, greatest[i])));
+        }
+      }
+      return range;
     }
   }
 

@@ -122,8 +122,8 @@ public final class SinkWriter {
   /**
    * Commits files and summary properties as one snapshot on {@code branch} (null for main).
    *
-   * <p>With {@code positionsUpToRows > 0}, a commit to main whose table holds at most that many
-   * live rows carries position deletes in place of its equality deletes (see {@link
+   * <p>With {@code positionsUpToRows > 0}, a commit to main whose search reads at most that many
+   * rows carries position deletes in place of its equality deletes (see {@link
    * DeleteConversion#forCommit}): readers then never meet them. If the rows cannot be found, or
    * the table changed under them before the commit, the equality deletes go in as they are.
    */
