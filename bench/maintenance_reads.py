@@ -19,6 +19,7 @@ read is checked: each key once, at the version of its last update.
 
     python bench/maintenance_reads.py [--keys 200000] [--updates 5000] [--commits 200] [--look-every N]
         [--commit-every SECONDS] [--read-delay SECONDS] [--convert commit|round|off]
+        [--delete-files N] [--min-input-files N] [--max-manifests N]
 """
 
 from __future__ import annotations
@@ -152,6 +153,10 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=200)
     parser.add_argument("--delete-files", type=int, default=0,
                         help="compaction.delete-files for the maintained table (0: the daemon's default)")
+    parser.add_argument("--min-input-files", type=int, default=0,
+                        help="compaction.min-input-files for the maintained table (0: the daemon's default)")
+    parser.add_argument("--max-manifests", type=int, default=0,
+                        help="manifests.max-count for the maintained table (0: the daemon's default)")
     parser.add_argument("--look-every", type=int, default=1,
                         help="commits between two whole looks; the commits between only convert (the daemon's "
                              "interval-ms, counted in commits)")
@@ -178,7 +183,9 @@ def main() -> None:
             "iceberg.tables.upsert-mode-enabled": "true", "iceberg.tables.default-id-columns": "id",
             # The daemon's defaults, except a look after every commit instead of every 10 minutes.
             "tabletopic.maintenance.interval-ms": "0",
-            **({"tabletopic.maintenance.compaction.delete-files": str(args.delete_files)} if args.delete_files else {}),
+            **{f"tabletopic.maintenance.{key}": str(value) for key, value in (
+                ("compaction.delete-files", args.delete_files), ("compaction.min-input-files", args.min_input_files),
+                ("manifests.max-count", args.max_manifests)) if value},
             "tabletopic.maintenance.equality-deletes.convert": args.convert,
         }, worker)
         tables = IcebergTables(spark, config)
@@ -193,7 +200,9 @@ def main() -> None:
         committer = TableCommitter(lambda: spark.jvm, "bench", "bench", positions=commit_positions.committing)
         spark.session  # noqa: B018 - start-up is not what is measured
         first = rows(np.arange(args.keys), 1)
-        triggers = f"compaction.delete-files={args.delete_files}" if args.delete_files else "the default triggers"
+        triggers = ", ".join(f"{key}={value}" for key, value in (
+            ("compaction.delete-files", args.delete_files), ("compaction.min-input-files", args.min_input_files),
+            ("manifests.max-count", args.max_manifests)) if value) or "the default triggers"
         triggers += ", equality deletes " + {"off": "left to compaction",
                                              "round": "turned into position deletes after each commit",
                                              "commit": "replaced by position deletes in each commit"}[args.convert]
@@ -210,6 +219,9 @@ def main() -> None:
         carried: dict[str, int] = {}  # commits that carried equality deletes
         commit_s: dict[str, float] = {}  # the median commit's seconds (the committer's part, files written)
         during: dict[int, str] = {}  # the maintenance steps under way during a checkpoint's reads
+        # What Spark plans and opens at a checkpoint: data files, delete files and manifests just before
+        # its read. At this table's size each costs a reader as much as thousands of rows.
+        shape: dict[int, str] = {}
         background = None
         for name in ("b.plain", "b.maintained"):
             offsets = write(tables, writer, committer, name, first, args.keys, {})
@@ -242,6 +254,8 @@ def main() -> None:
                     if background is not None:
                         time.sleep(args.read_delay)
                         background.watch()
+                        now = stats_from_java(spark.jvm, tables.get(name).java)
+                        shape[commit] = f"{now.data_files}/{now.delete_files}/{now.manifests}"
                     spark_s, got = read_spark(spark, name)
                     duck_s, duck_got = read_duckdb(warehouse / "b" / name.split(".")[1], args.duckdb_limit)
                     if background is not None:
@@ -277,12 +291,12 @@ def main() -> None:
                 settled(lambda: read_duckdb(warehouse / "b" / "single", args.duckdb_limit))[0])
 
         print(f"{'full read after N commits':28}{'Spark plain':>12}{'maintained':>12}{'DuckDB plain':>14}"
-              f"{'maintained':>12}   maintenance during the maintained reads")
+              f"{'maintained':>12}   maintained table: data/delete files/manifests, maintenance during the reads")
         for commit in CHECKPOINTS:
             if commit in reads["b.plain"]:
                 (sp, dp), (sm, dm) = reads["b.plain"][commit], reads["b.maintained"][commit]
                 print(f"  {commit:>4} commits{'':16}{sp:>11.2f}s{sm:>11.2f}s{_s(dp, args.duckdb_limit):>14}"
-                      f"{_s(dm, args.duckdb_limit):>12}   {during[commit]}")
+                      f"{_s(dm, args.duckdb_limit):>12}   {shape[commit]:>9}, {during[commit]}")
         print(f"  same rows in one commit{'':4}{best[0]:>11.2f}s{'':>12}{_s(best[1], args.duckdb_limit):>14}"
               "   (median of 3)")
         rest_spark, rest_duck = reads["at rest"][args.commits]
