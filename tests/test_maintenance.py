@@ -63,6 +63,8 @@ TIGHT = {
     "tabletopic.maintenance.interval-ms": "0",
     "tabletopic.maintenance.compaction.delete-files": "6",
     "tabletopic.maintenance.compaction.min-input-files": "6",
+    # The count triggers are what these tests look at: a table this small would be compacted at every look.
+    "tabletopic.maintenance.compaction.cheap-rewrite-bytes": "0",
     "tabletopic.maintenance.snapshots.older-than-ms": "0",
     "tabletopic.maintenance.snapshots.retain-last": "5",
     "tabletopic.maintenance.orphans.older-than-ms": str(HOUR_MS),
@@ -334,6 +336,32 @@ def test_commits_carry_position_deletes_and_fall_back_when_overtaken(bootstrap: 
 
 
 @pytest.mark.slow
+def test_a_small_table_keeps_one_data_file_per_partition(bootstrap: str, warehouse: Warehouse,
+                                                         tmp_path: Path) -> None:
+    """With the default triggers, a table this small (far below compaction.cheap-rewrite-bytes) is
+    compacted once a partition holds two small files, not ten (min-input-files): after the last
+    change, the looks leave one data file in each partition."""
+    topic = unique("cheap")
+    create_topic(bootstrap, topic, PARTITIONS)
+    connector = upsert_connector(topic, warehouse, **{"tabletopic.maintenance.interval-ms": "0"})
+    group = f"connect-{connector['name']}"
+    model = Model(seed=23, keys=5_000)
+    seed(bootstrap, topic, model)
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
+    wait_until(lambda: committed(warehouse, group) == model.produced, 240, "the first keys", daemon)
+    for batch in range(3):
+        produce(bootstrap, topic, model.changes(500))
+        wait_until(lambda: committed(warehouse, group) == model.produced, 120, f"batch {batch}", daemon)
+    wait_until(lambda: stats(warehouse).most_files_in_partition == 1, 120, "one data file per partition", daemon)
+    daemon.kill()
+    # Fewer commits with files than min-input-files: no partition ever held ten files.
+    commits = [e for e in events(daemon, "committed") if e.get("table") == TABLE and e["data_files"] > 0]
+    assert len(commits) < 10, commits
+    assert any("compact" in e["steps"] and e["rewritten_files"] > 0 for e in events(daemon, "maintained"))
+    assert_matches(warehouse, model, "after the cheap compactions")
+
+
+@pytest.mark.slow
 def test_a_commit_searches_only_the_files_whose_key_bounds_hold_its_deletes(warehouse: Warehouse) -> None:
     """Keys that grow over time, as most do: the older file's bounds leave out every key the commit
     deletes, so the search reads only the newer file, and ``commit-max-rows`` bounds the rows read,
@@ -409,6 +437,7 @@ def test_maintenance_by_someone_else_beside_the_sink(bootstrap: str, spark: Spar
         "tabletopic.maintenance.equality-deletes.convert": "round",
         "tabletopic.maintenance.compaction.delete-files": "100000",
         "tabletopic.maintenance.compaction.min-input-files": "100000",
+        "tabletopic.maintenance.compaction.cheap-rewrite-bytes": "0",
         "tabletopic.maintenance.snapshots.older-than-ms": str(1000 * HOUR_MS),
         "tabletopic.maintenance.manifests.max-count": "100000",
         "tabletopic.maintenance.orphans.older-than-ms": str(HOUR_MS),

@@ -176,6 +176,11 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
     Key("tabletopic.maintenance.compaction.min-input-files", KeyType.INT, 10,
         "Compact a partition once it holds this many data files smaller than the target file size "
         "(write.target-file-size-bytes).", minimum=2),
+    Key("tabletopic.maintenance.compaction.cheap-rewrite-bytes", KeyType.LONG, 64 * 1024 * 1024,
+        "Compact every partition holding two or more small data files, whatever min-input-files says, while "
+        "those files hold at most this many bytes in all: rewriting that little costs less than every reader "
+        "opening each file. A small table then keeps one data file per partition after each look. 0 turns "
+        "it off.", minimum=0),
     Key("tabletopic.maintenance.compaction.delete-files", KeyType.INT, 8,
         "Compact once this many delete files apply to a data file: the rewrite applies them, and delete files "
         "that no longer apply to any data file are dropped.", minimum=1),

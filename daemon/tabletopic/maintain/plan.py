@@ -28,6 +28,7 @@ class MaintenancePlan:
     rewrite_manifests: str | None
     remove_orphans: bool
     convert: str | None = None  # why equality deletes are turned into position deletes, or None
+    compact_min_input_files: int = 0  # the compaction's min-input-files: a cheap rewrite takes two
 
     @property
     def empty(self) -> bool:
@@ -56,11 +57,17 @@ def plan_maintenance(stats: TableStats, settings: MaintenanceSettings, now_ms: i
     elif stats.most_small_files_in_partition >= settings.min_input_files:
         compact = (f"{stats.most_small_files_in_partition} small data files in one partition "
                    f"(threshold {settings.min_input_files})")
+    # Readers pay per file they open; rewriting is paid per byte. Below the bound, the bytes are cheap.
+    cheap = 0 < stats.paired_small_bytes <= settings.cheap_rewrite_bytes
+    if compact is None and cheap:
+        compact = (f"{stats.paired_small_bytes} bytes of small data files that share a partition "
+                   f"(cheap to rewrite up to {settings.cheap_rewrite_bytes})")
     convert = _conversion(stats, settings)
     manifests = (f"{stats.manifests} manifests (threshold {settings.max_manifests})"
                  if stats.manifests > settings.max_manifests else None)
     return MaintenancePlan(compact, plan_expiry(stats.snapshots, stats.heads, settings, now_ms), manifests,
-                           orphans_due and bool(stats.snapshots), convert)
+                           orphans_due and bool(stats.snapshots), convert,
+                           2 if cheap else settings.min_input_files)
 
 
 def plan_conversion(stats: TableStats, settings: MaintenanceSettings) -> MaintenancePlan:

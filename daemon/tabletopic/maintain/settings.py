@@ -19,6 +19,7 @@ class MaintenanceSettings:
     conversion: str  # equality deletes into position deletes: "commit" (in each commit), "look", "round" or "off"
     commit_max_rows: int  # with "commit": the most rows a commit may read to carry position deletes
     min_input_files: int  # small data files in one partition that make it worth compacting
+    cheap_rewrite_bytes: int  # up to this many bytes (TableStats.paired_small_bytes), two small files are worth it
     delete_files: int  # delete files that make the table worth compacting
     max_group_bytes: int  # one rewrite job's input: what a barrier may wait behind
     snapshot_age_s: float
@@ -59,6 +60,7 @@ def settings_from(values: dict[str, Any]) -> MaintenanceSettings:
         conversion=values[p + "equality-deletes.convert"],
         commit_max_rows=values[p + "equality-deletes.commit-max-rows"],
         min_input_files=values[p + "compaction.min-input-files"],
+        cheap_rewrite_bytes=values[p + "compaction.cheap-rewrite-bytes"],
         delete_files=values[p + "compaction.delete-files"],
         max_group_bytes=values[p + "compaction.max-group-bytes"],
         snapshot_age_s=values[p + "snapshots.older-than-ms"] / 1000,

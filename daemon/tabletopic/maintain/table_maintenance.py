@@ -112,7 +112,7 @@ def run_plan(jvm: Any, jspark: Any, table: Any, name: str, plan: MaintenancePlan
     if plan.compact:
         step("compact")
         result = (actions.rewriteDataFiles(table)
-                  .option("min-input-files", str(settings.min_input_files))
+                  .option("min-input-files", str(plan.compact_min_input_files or settings.min_input_files))
                   .option("delete-file-threshold", str(settings.delete_files))
                   # Why: see the module's docstring; it is Iceberg's default, stated so nobody turns it off.
                   .option("use-starting-sequence-number", "true")

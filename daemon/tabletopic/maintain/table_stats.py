@@ -38,10 +38,15 @@ class TableStats:
     snapshots: tuple[SnapshotInfo, ...]
     heads: tuple[int, ...]  # the snapshot each branch points at; main first
     equality_deletes: int = 0  # of delete_files, the equality deletes
+    # The bytes of the small data files of the partitions holding two or more: what a compaction
+    # taking any two small files would rewrite.
+    paired_small_bytes: int = 0
 
     def describe(self) -> str:
         return (f"{self.data_files} data files ({self.most_files_in_partition} in the fullest partition, "
-                f"{self.most_small_files_in_partition} small), {self.delete_files} delete files "
+                f"{self.most_small_files_in_partition} small; {self.paired_small_bytes} bytes in small files that "
+                f"share a partition), "
+                f"{self.delete_files} delete files "
                 f"({self.equality_deletes} equality, at most {self.most_deletes_per_file} on one data file), "
                 f"{len(self.snapshots)} snapshots, {self.manifests} manifests, {self.records} records, "
                 f"{self.total_bytes} bytes")
@@ -71,7 +76,7 @@ def stats_from_java(jvm: Any, table: Any) -> TableStats:
                       int(summary.get("total-records") or 0) if summary is not None else 0,
                       int(summary.get("total-files-size") or 0) if summary is not None else 0,
                       snapshots, tuple([main] if main is not None else []) + tuple(h for h in heads if h != main),
-                      int(counts[6]))
+                      int(counts[6]), int(counts[7]))
 
 
 def stats_from_pyiceberg(table: Any) -> TableStats:
@@ -86,6 +91,7 @@ def stats_from_pyiceberg(table: Any) -> TableStats:
     specs = table.metadata.specs()
     data: Counter[tuple[int, str]] = Counter()
     small_data: Counter[tuple[int, str]] = Counter()
+    small_bytes: Counter[tuple[int, str]] = Counter()
     oldest: dict[tuple[int, str], int] = {}
     global_deletes: list[tuple[int, bool]] = []
     local_deletes: dict[tuple[int, str], list[tuple[int, bool]]] = {}
@@ -101,6 +107,7 @@ def stats_from_pyiceberg(table: Any) -> TableStats:
             if file.content == 0:
                 data[key] += 1
                 small_data[key] += file.file_size_in_bytes < small
+                small_bytes[key] += file.file_size_in_bytes if file.file_size_in_bytes < small else 0
                 oldest[key] = min(oldest.get(key, sequence), sequence)
                 continue
             deletes += 1
@@ -123,4 +130,5 @@ def stats_from_pyiceberg(table: Any) -> TableStats:
     return TableStats(sum(data.values()), deletes, max(data.values(), default=0),
                       max(small_data.values(), default=0), len(manifests), most_deletes,
                       int(summary.get("total-records", 0)), int(summary.get("total-files-size", 0)),
-                      snapshots, (current.snapshot_id, *heads), equality_deletes)
+                      snapshots, (current.snapshot_id, *heads), equality_deletes,
+                      sum(b for k, b in small_bytes.items() if small_data[k] >= 2))

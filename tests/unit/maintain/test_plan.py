@@ -9,7 +9,7 @@ from tabletopic.maintain.settings import MaintenanceSettings
 from tabletopic.maintain.table_stats import SnapshotInfo, TableStats
 
 SETTINGS = MaintenanceSettings(mode="auto", interval_s=0, conversion="look", commit_max_rows=0, min_input_files=10,
-                               delete_files=8,
+                               cheap_rewrite_bytes=64 << 20, delete_files=8,
                                max_group_bytes=1 << 28, snapshot_age_s=3600, retain_last=2, orphan_age_s=86400,
                                orphan_interval_s=86400, max_manifests=50)
 NOW = 100 * 3_600_000
@@ -61,6 +61,24 @@ def test_compaction_triggers_on_deletes_per_data_file_or_small_files() -> None:
     assert plan_maintenance(stats(delete_files=30, most_deletes_per_file=7), SETTINGS, NOW, False).compact is None
     assert plan_maintenance(stats(most_small_files_in_partition=10), SETTINGS, NOW, False).compact is not None
     assert plan_maintenance(stats(manifests=51), SETTINGS, NOW, False).rewrite_manifests is not None
+
+
+def test_two_small_files_are_compacted_while_rewriting_them_is_cheap() -> None:
+    cheap = plan_maintenance(stats(most_small_files_in_partition=2, paired_small_bytes=64 << 20), SETTINGS, NOW,
+                             False)
+    assert cheap.compact is not None and "cheap to rewrite" in cheap.compact
+    assert cheap.compact_min_input_files == 2
+    # One byte more, and it waits for min-input-files, which the Spark action is then given.
+    dear = plan_maintenance(stats(most_small_files_in_partition=9, paired_small_bytes=(64 << 20) + 1), SETTINGS,
+                            NOW, False)
+    assert dear.compact is None
+    assert plan_maintenance(stats(most_small_files_in_partition=10, paired_small_bytes=1 << 40), SETTINGS, NOW,
+                            False).compact_min_input_files == 10
+    # Small files alone in their partitions are not rewritten, whatever their bytes.
+    assert plan_maintenance(stats(most_small_files_in_partition=1, paired_small_bytes=0), SETTINGS, NOW,
+                            False).compact is None
+    off = replace(SETTINGS, cheap_rewrite_bytes=0)
+    assert plan_maintenance(stats(most_small_files_in_partition=2, paired_small_bytes=1), off, NOW, False).empty
 
 
 def test_equality_deletes_are_converted_whenever_there_are_any_unless_turned_off() -> None:

@@ -27,10 +27,11 @@ public final class FileCensus {
 
   /**
    * Returns {data files, delete files, most data files in one partition, most small data files in
-   * one partition, manifests, most delete files applying to one data file, equality delete files}
-   * for the current snapshot; a file is small below {@code smallBytes}.
+   * one partition, manifests, most delete files applying to one data file, equality delete files,
+   * bytes of the small data files of partitions holding two or more} for the current snapshot; a
+   * file is small below {@code smallBytes}.
    *
-   * <p>The last figure is what Spark's {@code delete-file-threshold} compares, estimated per
+   * <p>The sixth figure is what Spark's {@code delete-file-threshold} compares, estimated per
    * partition from its oldest data file: an equality delete applies to data files with a lower
    * data sequence number (in its partition, or everywhere when its spec is unpartitioned), a
    * position delete to those with a lower or equal one.
@@ -38,9 +39,9 @@ public final class FileCensus {
   public static long[] count(Table table, long smallBytes) throws IOException {
     Snapshot snapshot = table.currentSnapshot();
     if (snapshot == null) {
-      return new long[] {0, 0, 0, 0, 0, 0, 0};
+      return new long[] {0, 0, 0, 0, 0, 0, 0, 0};
     }
-    // per partition: files, small files, oldest data sequence number
+    // per partition: files, small files, oldest data sequence number, bytes of small files
     Map<String, long[]> perPartition = new HashMap<>();
     long dataFiles = 0;
     for (ManifestFile manifest : snapshot.dataManifests(table.io())) {
@@ -48,10 +49,11 @@ public final class FileCensus {
         for (DataFile file : reader) {
           dataFiles++;
           long[] counts =
-              perPartition.computeIfAbsent(partitionKey(table, file), k -> new long[] {0, 0, Long.MAX_VALUE});
+              perPartition.computeIfAbsent(partitionKey(table, file), k -> new long[] {0, 0, Long.MAX_VALUE, 0});
           counts[0]++;
           if (file.fileSizeInBytes() < smallBytes) {
             counts[1]++;
+            counts[3] += file.fileSizeInBytes();
           }
           Long seq = file.dataSequenceNumber();
           counts[2] = Math.min(counts[2], seq == null ? 0 : seq);
@@ -83,8 +85,12 @@ public final class FileCensus {
     long most = 0;
     long mostSmall = 0;
     long mostDeletes = 0;
+    long pairedSmallBytes = 0;
     for (Map.Entry<String, long[]> e : perPartition.entrySet()) {
       long[] counts = e.getValue();
+      if (counts[1] >= 2) {
+        pairedSmallBytes += counts[3];
+      }
       most = Math.max(most, counts[0]);
       mostSmall = Math.max(mostSmall, counts[1]);
       long applying = applying(global, counts[2]) + applying(local.getOrDefault(e.getKey(), List.of()), counts[2]);
@@ -97,7 +103,8 @@ public final class FileCensus {
       mostSmall,
       snapshot.allManifests(table.io()).size(),
       mostDeletes,
-      equalityDeletes
+      equalityDeletes,
+      pairedSmallBytes
     };
   }
 
