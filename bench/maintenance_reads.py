@@ -14,12 +14,18 @@ Three tables get the same rows through tabletopic's own writer and committer (no
 
 It prints full-read times (count and sum over every row) by Spark and by DuckDB after 1, 10,
 50 and 200 commits for the first two, the one-commit table's read beside them, and the
-records/s of the write-and-commit path with maintenance on and off, all from this run. Every
-read is checked: each key once, at the version of its last update.
+records/s of the write-and-commit path with maintenance on and off, all from this run. The
+maintained and the one-commit tables' figures are the median of three reads in a row. A
+checkpoint falls on one moment of the maintenance cycle, so the maintained table is also read
+once after each of its last ``--tail-reads`` commits but the checkpoints, and the bench prints
+how those reads spread against the one-commit read, all of them and those during which no
+maintenance step ran (a step's Spark jobs take the same two cores). Every read is checked: each
+key once, at the version of its last update.
 
     python bench/maintenance_reads.py [--keys 200000] [--updates 5000] [--commits 200] [--look-every N]
         [--commit-every SECONDS] [--read-delay SECONDS] [--convert commit|round|off]
-        [--delete-files N] [--min-input-files N] [--max-manifests N]
+        [--delete-files N] [--min-input-files N] [--cheap-rewrite-bytes N] [--max-manifests N]
+        [--tail-reads N]
 """
 
 from __future__ import annotations
@@ -135,8 +141,10 @@ def read_duckdb(location: Path, limit_s: float) -> tuple[float, tuple[int, int] 
     return time.perf_counter() - started, (int(count), int(total))
 
 
-def settled(read: Callable[[], tuple[float, Any]]) -> tuple[float, Any]:
-    """The median of three reads of a table nothing changes any more, and what they read."""
+def median_of_3(read: Callable[[], tuple[float, Any]]) -> tuple[float, Any]:
+    """The median of three reads in a row, and what they read: the rows are the same in all three, even
+    where maintenance commits in between. One read of a table this small takes a tenth of a second, and a
+    single slow one (a garbage collection, the other thread's task) would decide the figure."""
     done = sorted((read() for _ in range(3)), key=lambda r: r[0])
     assert len({r[1] for r in done}) == 1, done
     return done[1]
@@ -151,12 +159,11 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=200_000)
     parser.add_argument("--updates", type=int, default=5_000)
     parser.add_argument("--commits", type=int, default=200)
-    parser.add_argument("--delete-files", type=int, default=0,
-                        help="compaction.delete-files for the maintained table (0: the daemon's default)")
-    parser.add_argument("--min-input-files", type=int, default=0,
-                        help="compaction.min-input-files for the maintained table (0: the daemon's default)")
-    parser.add_argument("--max-manifests", type=int, default=0,
-                        help="manifests.max-count for the maintained table (0: the daemon's default)")
+    # The maintained table's triggers; unset, the daemon's defaults.
+    parser.add_argument("--delete-files", type=int, help="compaction.delete-files")
+    parser.add_argument("--min-input-files", type=int, help="compaction.min-input-files")
+    parser.add_argument("--cheap-rewrite-bytes", type=int, help="compaction.cheap-rewrite-bytes (0: off)")
+    parser.add_argument("--max-manifests", type=int, help="manifests.max-count")
     parser.add_argument("--look-every", type=int, default=1,
                         help="commits between two whole looks; the commits between only convert (the daemon's "
                              "interval-ms, counted in commits)")
@@ -169,8 +176,15 @@ def main() -> None:
     parser.add_argument("--read-delay", type=float, default=0.0,
                         help="seconds from a checkpoint's commit to its reads of the maintained table (0: at once, "
                              "before that commit's equality deletes can be converted)")
+    parser.add_argument("--tail-reads", type=int, default=50,
+                        help="read the maintained table once after each of its last N commits too (but the "
+                             "checkpoints) and print how those reads spread")
     parser.add_argument("--duckdb-limit", type=float, default=120.0, help="seconds before a DuckDB read is stopped")
     args = parser.parse_args()
+    overrides = {key: value for key, value in (
+        ("compaction.delete-files", args.delete_files), ("compaction.min-input-files", args.min_input_files),
+        ("compaction.cheap-rewrite-bytes", args.cheap_rewrite_bytes), ("manifests.max-count", args.max_manifests),
+    ) if value is not None}
     work = Path(tempfile.mkdtemp(prefix="tabletopic-bench-"))
     warehouse = work / "warehouse"
     spark = SparkRuntime({"spark.master": "local[2]", "spark.driver.memory": "3g"})
@@ -183,9 +197,7 @@ def main() -> None:
             "iceberg.tables.upsert-mode-enabled": "true", "iceberg.tables.default-id-columns": "id",
             # The daemon's defaults, except a look after every commit instead of every 10 minutes.
             "tabletopic.maintenance.interval-ms": "0",
-            **{f"tabletopic.maintenance.{key}": str(value) for key, value in (
-                ("compaction.delete-files", args.delete_files), ("compaction.min-input-files", args.min_input_files),
-                ("manifests.max-count", args.max_manifests)) if value},
+            **{f"tabletopic.maintenance.{key}": str(value) for key, value in overrides.items()},
             "tabletopic.maintenance.equality-deletes.convert": args.convert,
         }, worker)
         tables = IcebergTables(spark, config)
@@ -200,9 +212,7 @@ def main() -> None:
         committer = TableCommitter(lambda: spark.jvm, "bench", "bench", positions=commit_positions.committing)
         spark.session  # noqa: B018 - start-up is not what is measured
         first = rows(np.arange(args.keys), 1)
-        triggers = ", ".join(f"{key}={value}" for key, value in (
-            ("compaction.delete-files", args.delete_files), ("compaction.min-input-files", args.min_input_files),
-            ("manifests.max-count", args.max_manifests)) if value) or "the default triggers"
+        triggers = ", ".join(f"{key}={value}" for key, value in overrides.items()) or "the default triggers"
         triggers += ", equality deletes " + {"off": "left to compaction",
                                              "round": "turned into position deletes after each commit",
                                              "commit": "replaced by position deletes in each commit"}[args.convert]
@@ -222,6 +232,9 @@ def main() -> None:
         # What Spark plans and opens at a checkpoint: data files, delete files and manifests just before
         # its read. At this table's size each costs a reader as much as thousands of rows.
         shape: dict[int, str] = {}
+        # One read of each kind after each of the maintained table's last --tail-reads commits but the
+        # checkpoints: a checkpoint is one moment of the maintenance cycle, and these are all of its moments.
+        tail: list[tuple[float, float, bool]] = []  # Spark's and DuckDB's seconds, and no maintenance step ran
         background = None
         for name in ("b.plain", "b.maintained"):
             offsets = write(tables, writer, committer, name, first, args.keys, {})
@@ -256,12 +269,24 @@ def main() -> None:
                         background.watch()
                         now = stats_from_java(spark.jvm, tables.get(name).java)
                         shape[commit] = f"{now.data_files}/{now.delete_files}/{now.manifests}"
-                    spark_s, got = read_spark(spark, name)
-                    duck_s, duck_got = read_duckdb(warehouse / "b" / name.split(".")[1], args.duckdb_limit)
+                    if background is not None:  # read as the one-commit table is: the median of three
+                        spark_s, got = median_of_3(lambda: read_spark(spark, "b.maintained"))
+                        duck_s, duck_got = median_of_3(
+                            lambda: read_duckdb(warehouse / "b" / "maintained", args.duckdb_limit))
+                    else:  # seconds to minutes a read, and not what the target compares
+                        spark_s, got = read_spark(spark, name)
+                        duck_s, duck_got = read_duckdb(warehouse / "b" / "plain", args.duckdb_limit)
                     if background is not None:
                         during[commit] = ", ".join(sorted(background.seen)) or "nothing"
                     assert got == expected and duck_got in (None, expected), (name, commit, got, duck_got, expected)
                     reads[name][commit] = (spark_s, duck_s)
+                elif background is not None and commit > args.commits - args.tail_reads:
+                    time.sleep(args.read_delay)
+                    background.watch()
+                    spark_s, got = read_spark(spark, name)
+                    duck_s, duck_got = read_duckdb(warehouse / "b" / "maintained", args.duckdb_limit)
+                    assert got == expected and duck_got in (None, expected), (commit, got, duck_got, expected)
+                    tail.append((spark_s, duck_s, not background.seen))
             rates[name] = args.commits * args.updates / writing
             carried[name] = sum(r.equality_deletes > 0 for r in results)
             commit_s[name] = float(np.median([r.seconds for r in results]))
@@ -270,10 +295,8 @@ def main() -> None:
                 background.join()
                 background.poke(args.commits + args.look_every)
                 background.join()
-                # Nothing changes any more, so each read is the median of three: one read of a
-                # table this small is a tenth of a second, where one slow read would decide.
-                spark_s, got = settled(lambda: read_spark(spark, "b.maintained"))
-                duck_s, duck_got = settled(lambda: read_duckdb(warehouse / "b" / "maintained", args.duckdb_limit))
+                spark_s, got = median_of_3(lambda: read_spark(spark, "b.maintained"))
+                duck_s, duck_got = median_of_3(lambda: read_duckdb(warehouse / "b" / "maintained", args.duckdb_limit))
                 assert got == expected and duck_got in (None, expected), ("at rest", got, duck_got, expected)
                 reads["at rest"] = {args.commits: (spark_s, duck_s)}
                 table = tables.get(name).java
@@ -287,8 +310,8 @@ def main() -> None:
         single = pa.concat_tables([rows(np.flatnonzero(final_version == v), int(v))
                                    for v in np.unique(final_version)])
         write(tables, writer, committer, "b.single", single, 1, {})
-        best = (settled(lambda: read_spark(spark, "b.single"))[0],
-                settled(lambda: read_duckdb(warehouse / "b" / "single", args.duckdb_limit))[0])
+        best = (median_of_3(lambda: read_spark(spark, "b.single"))[0],
+                median_of_3(lambda: read_duckdb(warehouse / "b" / "single", args.duckdb_limit))[0])
 
         print(f"{'full read after N commits':28}{'Spark plain':>12}{'maintained':>12}{'DuckDB plain':>14}"
               f"{'maintained':>12}   maintained table: data/delete files/manifests, maintenance during the reads")
@@ -306,6 +329,17 @@ def main() -> None:
         print(f"\nmaintained / one commit after {last} commits: Spark {reads['b.maintained'][last][0] / best[0]:.2f}x, "
               f"DuckDB {reads['b.maintained'][last][1] / best[1]:.2f}x; at rest: Spark {rest_spark / best[0]:.2f}x, "
               f"DuckDB {rest_duck / best[1]:.2f}x")
+        quiet = [t for t in tail if t[2]]
+        for label, column, baseline in (("Spark", 0, best[0]), ("DuckDB", 1, best[1])):
+            for which, chosen in (("all", tail), ("no maintenance step under way", quiet)):
+                if not chosen:
+                    continue
+                ratio = np.array([t[column] for t in chosen]) / baseline
+                print(f"{label}, once after each of the maintained table's last {args.tail_reads} commits but "
+                      f"the checkpoints, {which} "
+                      f"({len(chosen)}): median {np.median(ratio):.2f}x, 90th percentile "
+                      f"{np.percentile(ratio, 90):.2f}x, worst {ratio.max():.2f}x of the one-commit read; "
+                      f"{int((ratio <= 2).sum())} within twice it")
         print(f"write and commit path: {rates['b.plain']:,.0f} records/s without maintenance, "
               f"{rates['b.maintained']:,.0f} with ({background.runs} maintenance runs beside it)")
         print(f"commits carrying equality deletes: {carried['b.plain']} of {args.commits} without maintenance, "
