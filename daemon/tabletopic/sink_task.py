@@ -23,7 +23,7 @@ import structlog
 from tabletopic.buffer.partition_ledger import PartitionLedger
 from tabletopic.commit.events import TopicPartition
 from tabletopic.commit.java_sink import check_takeover, java_sink_commit
-from tabletopic.commit.source_offsets import read_offsets, tables_recording
+from tabletopic.commit.source_offsets import Recorded, read_recorded, tables_recording
 from tabletopic.commit.table_commits import TableCommits
 from tabletopic.commit.table_committer import TableCommitter
 from tabletopic.commit.worker import WriteResult
@@ -116,9 +116,12 @@ class SinkTask:
         self.tables.close()
 
     def _read_recorded(self, table: str) -> dict[TopicPartition, int]:
+        return self._read_table(table).offsets
+
+    def _read_table(self, table: str) -> Recorded:
         handle = self.tables.get(table)
         handle.java.refresh()
-        return read_offsets(handle.java, handle.branch, self.config.group_id)
+        return read_recorded(handle.java, handle.branch, self.config.group_id)
 
     # -- ingest -----------------------------------------------------------------------------------
     async def ingest(self, raw: RawRecords) -> None:
@@ -352,7 +355,8 @@ class SinkTask:
         past an accepted record.
         """
         known = await self._read_tables(self._known_tables)
-        floors = await self._read_tables(lambda: {t: self._read_recorded(t) for t in known})
+        by_table = await self._read_tables(lambda: {t: self._read_table(t) for t in known})
+        floors = {t: r.offsets for t, r in by_table.items()}
         group = await self._group_offsets(sorted(tps)) if self._group_offsets else {}
         java = await self._read_tables(lambda: self._java_sink_commits([t for t in known if not floors.get(t)]))
         check_takeover(java, self.config.group_id, tps, group)
@@ -361,21 +365,11 @@ class SinkTask:
                           tables=java, group_id=self.config.group_id)
         self.writer.drop_below(self.ledger.read_again(floors, tps), "the table already has")
         seeks: dict[TopicPartition, int] = {}
+        round_starts = {t: r.round_start for t, r in by_table.items()}
         for tp in tps:
-            candidates = [offsets[tp] for offsets in floors.values() if tp in offsets]
-            recorded = bool(candidates)
-            if tp in group:
-                candidates.append(group[tp])
-            restart = self.ledger.uncommitted_from(tp)
-            if not recorded and restart is not None:
-                # No table records the partition yet (a write or a revocation's commit failed before
-                # the first one): only the sink knows where its dropped rows began. Once a table records
-                # it, its offset is at or below any uncommitted row, so an old value here cannot force a
-                # long replay after the partition spent a while with another member.
-                candidates.append(restart)
-            if not candidates:
+            start = self.ledger.resume_from(tp, floors, round_starts, group.get(tp))
+            if start is None:
                 continue
-            start = min(candidates)
             current = self.ledger.position(tp)
             if current is None or current < start:
                 # Rows from here on are all read again; an older start would make the next answer

@@ -64,8 +64,8 @@ class FakeTables:
         bad = [f["file-path"] for t in answer.tables.values() for f in t.files if not f["file-path"].startswith("/wh/")]
         return f"not under the table: {bad}" if bad else None
 
-    async def commit(self, positions: dict[TopicPartition, int], by_table: dict[str, TableFiles], started: float,
-                     epoch: int) -> RoundOutcome:
+    async def commit(self, positions: dict[TopicPartition, int], starts: dict[TopicPartition, int],
+                     by_table: dict[str, TableFiles], started: float, epoch: int) -> RoundOutcome:
         if self.fail or self.fence:
             return RoundOutcome(failed={t: self.fail or "fenced" for t in by_table}, fenced=self.fence)
         outcome = RoundOutcome()

@@ -22,6 +22,14 @@ class Judgement:
         """The next offset to read per partition, once the accepted answers are committed."""
         return {tp: end for answer in self.accepted for tp, (_, end) in answer.ranges.items()}
 
+    def starts(self) -> dict[TopicPartition, int]:
+        """Where the accepted answers began reading each partition: every row they hold is at or past it."""
+        out: dict[TopicPartition, int] = {}
+        for answer in self.accepted:
+            for tp, (start, _) in answer.ranges.items():
+                out[tp] = min(start, out.get(tp, start))
+        return out
+
     def tables(self) -> dict[str, TableFiles]:
         """Every accepted answer's files, merged per table."""
         merged: dict[str, TableFiles] = {}

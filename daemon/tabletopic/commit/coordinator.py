@@ -40,8 +40,8 @@ class CoordinatorTables(Protocol):
 
     def invalid_files(self, answer: Answer) -> str | None: ...
 
-    async def commit(self, positions: dict[TopicPartition, int], by_table: dict[str, TableFiles], started: float,
-                     epoch: int) -> RoundOutcome: ...
+    async def commit(self, positions: dict[TopicPartition, int], starts: dict[TopicPartition, int],
+                     by_table: dict[str, TableFiles], started: float, epoch: int) -> RoundOutcome: ...
 
 
 class TableMaintenance(Protocol):
@@ -251,7 +251,8 @@ class Coordinator:
                 a.answer_id[:12]: f"{a.member}: " + " ".join(f"{t}[{p}]@{s}-{e}" for (t, p), (s, e)
                                                              in sorted(a.ranges.items()))
                 for a in judgement.accepted})
-        outcome = await self._tables.commit(judgement.positions(), judgement.tables(), state.started, self.epoch)
+        outcome = await self._tables.commit(judgement.positions(), judgement.starts(), judgement.tables(),
+                                            state.started, self.epoch)
         accepted = [a.answer_id for a in judgement.accepted]
         if outcome.ok:
             self.last_error = None

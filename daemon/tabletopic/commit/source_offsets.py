@@ -10,13 +10,20 @@ connectors can write one table.  Snapshots without the key (compaction,
 other writers) are walked past to the newest one that has it.  The same commit
 mirrors the offsets into a table property, which answers when someone else's
 snapshot expiry removed every snapshot that carried them.
+
+Beside the offsets, each of the sink's snapshots records where the round it
+committed began reading each partition (``tabletopic.round-start.<group>``).  A
+round commits its tables one snapshot each, so a crash between two of them leaves
+a table that holds none of a partition's rows, records no offset for it, and is
+still owed the round's rows: only the other tables' round starts say where those
+rows began.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 TopicPartition = tuple[str, int]
@@ -25,6 +32,7 @@ COMMIT_ID_KEY = "kafka.connect.commit-id"
 VTTS_KEY = "kafka.connect.vtts"  # valid-through timestamp: newest record timestamp committed, in ms
 CONNECTOR_KEY = "tabletopic.connector"
 EPOCH_KEY_PREFIX = "tabletopic.coordinator-epoch."  # the consumer group generation of the committing coordinator
+ROUND_START_KEY_PREFIX = "tabletopic.round-start."  # per partition, where the committed round began reading
 # A table property, set in the same metadata commit as each snapshot: survives any snapshot expiry.
 PROPERTY_KEY_PREFIX = "tabletopic.offsets."
 
@@ -40,13 +48,20 @@ def encode(offsets: dict[TopicPartition, int]) -> str:
     return json.dumps(by_topic, separators=(",", ":"), sort_keys=True)
 
 
-def decode(text: str) -> dict[TopicPartition, int]:
-    doc = json.loads(text)
+def _from_doc(doc: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
     return {(topic, int(p)): int(o) for topic, parts in doc.items() for p, o in parts.items()}
+
+
+def decode(text: str) -> dict[TopicPartition, int]:
+    return _from_doc(json.loads(text))
 
 
 def epoch_key(group_id: str) -> str:
     return EPOCH_KEY_PREFIX + group_id
+
+
+def round_start_key(group_id: str) -> str:
+    return ROUND_START_KEY_PREFIX + group_id
 
 
 def property_key(group_id: str, branch: str | None) -> str:
@@ -54,8 +69,12 @@ def property_key(group_id: str, branch: str | None) -> str:
     return PROPERTY_KEY_PREFIX + group_id + (f"@{branch}" if branch else "")
 
 
-def property_value(offsets: dict[TopicPartition, int], epoch: int) -> str:
-    return json.dumps({"offsets": json.loads(encode(offsets)), "epoch": epoch}, separators=(",", ":"))
+def property_value(offsets: dict[TopicPartition, int], epoch: int,
+                   round_start: dict[TopicPartition, int] | None = None) -> str:
+    doc: dict[str, Any] = {"offsets": json.loads(encode(offsets)), "epoch": epoch}
+    if round_start:
+        doc["round_start"] = json.loads(encode(round_start))
+    return json.dumps(doc, separators=(",", ":"))
 
 
 @dataclass(frozen=True)
@@ -66,6 +85,9 @@ class Recorded:
     epoch: int  # the committing coordinator's epoch; -1 if none was recorded
     source: str  # "snapshot", "property" (its snapshots were expired by someone else) or "none"
     snapshot_id: int | None = None  # the snapshot that carries them, when found in one
+    # Per partition, where the last round this table committed began reading: none for an operator's
+    # offsets, nor for snapshots written before the key existed.
+    round_start: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 class SnapshotView(Protocol):
@@ -154,7 +176,7 @@ def recorded_in(view: SnapshotView, branch: str | None, group_id: str, max_walk:
     them, a compaction's being newer) the table property written in the same commit answers instead.
     A history that simply starts without them (a rollback to before this sink) records nothing.
     """
-    key, ekey = offsets_key(group_id), epoch_key(group_id)
+    key, ekey, rkey = offsets_key(group_id), epoch_key(group_id), round_start_key(group_id)
     head = view.head(branch)
     snapshot_id = head
     walked = 0
@@ -164,7 +186,7 @@ def recorded_in(view: SnapshotView, branch: str | None, group_id: str, max_walk:
             break  # expired: the property answers
         if key in summary:
             return Recorded(decode(summary[key]), int(summary[ekey]) if ekey in summary else -1, "snapshot",
-                            snapshot_id)
+                            snapshot_id, decode(summary[rkey]) if rkey in summary else {})
         parent = view.parent(snapshot_id)
         if parent is None:
             return Recorded({}, -1, "none")
@@ -174,8 +196,8 @@ def recorded_in(view: SnapshotView, branch: str | None, group_id: str, max_walk:
     if text is None:
         return Recorded({}, -1, "none")
     doc = json.loads(text)
-    return Recorded({(t, int(p)): int(o) for t, parts in doc["offsets"].items() for p, o in parts.items()},
-                    int(doc.get("epoch", -1)), "property")
+    return Recorded(_from_doc(doc["offsets"]), int(doc.get("epoch", -1)), "property",
+                    round_start=_from_doc(doc.get("round_start", {})))
 
 
 def read_offsets(table: Any, branch: str | None, group_id: str, max_walk: int = 10_000) -> dict[TopicPartition, int]:

@@ -88,9 +88,13 @@ class TableCommits:
         return None
 
     # -- committing -------------------------------------------------------------------------------
-    async def commit(self, positions: dict[TopicPartition, int], by_table: dict[str, TableFiles], started: float,
-                     epoch: int) -> RoundOutcome:
-        """Commit each table that has files, or whose offsets lag behind for too many rounds."""
+    async def commit(self, positions: dict[TopicPartition, int], starts: dict[TopicPartition, int],
+                     by_table: dict[str, TableFiles], started: float, epoch: int) -> RoundOutcome:
+        """Commit each table that has files, or whose offsets lag behind for too many rounds.
+
+        Each records ``starts``, where the round began reading: a crash between two of the round's
+        snapshots leaves the tables not yet committed to learn from it where their rows began.
+        """
         self._rounds += 1
         outcome = RoundOutcome()
         if not positions and not by_table:
@@ -100,7 +104,7 @@ class TableCommits:
             behind = any(tp in offsets and offsets[tp] < pos for tp, pos in positions.items())
             if behind and self._rounds - self._last_commit.get(table, 0) >= self._refresh_barriers:
                 targets.add(table)
-        results = await asyncio.gather(*(self._commit_table(t, by_table.get(t), positions, started, epoch)
+        results = await asyncio.gather(*(self._commit_table(t, by_table.get(t), positions, starts, started, epoch)
                                          for t in sorted(targets)))
         for table, result in zip(sorted(targets), results, strict=True):
             if isinstance(result, CommitResult):
@@ -113,11 +117,12 @@ class TableCommits:
         return outcome
 
     async def _commit_table(self, table: str, files: TableFiles | None, positions: dict[TopicPartition, int],
-                            started: float, epoch: int) -> CommitResult | CommitFenced | CommitFailed:
+                            starts: dict[TopicPartition, int], started: float,
+                            epoch: int) -> CommitResult | CommitFenced | CommitFailed:
         labels = {"table": table}
         expected = self._offsets.get(table, {})
         future = asyncio.get_running_loop().run_in_executor(self._pool, self._commit_sync, table, files,
-                                                            dict(positions), dict(expected), epoch)
+                                                            dict(positions), dict(starts), dict(expected), epoch)
         try:
             try:
                 result = await asyncio.wait_for(asyncio.shield(future), self._timeout_s)
@@ -151,12 +156,14 @@ class TableCommits:
         return result
 
     def _commit_sync(self, table: str, files: TableFiles | None, positions: dict[TopicPartition, int],
-                     expected: dict[TopicPartition, int], epoch: int) -> CommitResult:
+                     starts: dict[TopicPartition, int], expected: dict[TopicPartition, int],
+                     epoch: int) -> CommitResult:
         with self._metrics.timed("commit"):
-            return self._commit_table_now(table, files, positions, expected, epoch)
+            return self._commit_table_now(table, files, positions, starts, expected, epoch)
 
     def _commit_table_now(self, table: str, files: TableFiles | None, positions: dict[TopicPartition, int],
-                          expected: dict[TopicPartition, int], epoch: int) -> CommitResult:
+                          starts: dict[TopicPartition, int], expected: dict[TopicPartition, int],
+                          epoch: int) -> CommitResult:
         try:
             handle = self._tables.get(table)
             java_files: Any = None
@@ -165,7 +172,7 @@ class TableCommits:
         except JAVA_ERRORS as exc:
             raise CommitFailed(f"cannot load {table} or its files: {java_error_message(exc)}") from exc
         return self._committer.commit(handle, java_files, positions, expected,
-                                      files.max_timestamp_ms if files else None, epoch)
+                                      files.max_timestamp_ms if files else None, epoch, starts)
 
     def _record(self, table: str, files: TableFiles | None, result: CommitResult, started: float) -> float:
         """Take a landed commit into account; return the seconds since its round began."""

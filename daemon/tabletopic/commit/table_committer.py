@@ -29,6 +29,7 @@ from tabletopic.commit.source_offsets import (
     property_key,
     property_value,
     read_recorded,
+    round_start_key,
 )
 from tabletopic.write.iceberg_tables import JAVA_ERRORS, TableHandle, java_error_message
 
@@ -78,11 +79,14 @@ class TableCommitter:
         expected: dict[TopicPartition, int],
         max_timestamp_ms: int | None,
         epoch: int = -1,
+        round_start: dict[TopicPartition, int] | None = None,
     ) -> CommitResult:
         """Commit ``files`` (a Java list, or None for an offsets-only snapshot) with ``positions``.
 
         ``expected`` holds what this sink believes the table records for the partitions in
         ``positions``; a partition absent from it must be absent from the table too.
+        ``round_start`` says where the round began reading each partition (see
+        :mod:`tabletopic.commit.source_offsets`); it is recorded over what the table recorded before.
         """
         started = time.monotonic()
         writer = self._jvm().tabletopic.SinkWriter
@@ -95,6 +99,7 @@ class TableCommitter:
                 base = int(writer.headSnapshotId(table, handle.branch))
                 recorded = read_recorded(table, handle.branch, self._group_id)
                 current, recorded_epoch = recorded.offsets, recorded.epoch
+                starts = {**recorded.round_start, **(round_start or {})}
             except JAVA_ERRORS as exc:
                 raise CommitFailed(f"cannot read table {handle.name}: {java_error_message(exc)}") from exc
             if epoch >= 0 and recorded_epoch > epoch:
@@ -113,10 +118,12 @@ class TableCommitter:
                        CONNECTOR_KEY: self._connector}
             if epoch >= 0:
                 summary[epoch_key(self._group_id)] = str(epoch)
+            if starts:
+                summary[round_start_key(self._group_id)] = encode(starts)
             if max_timestamp_ms is not None:
                 summary[VTTS_KEY] = str(max_timestamp_ms)
             try:
-                props = {property_key(self._group_id, handle.branch): property_value(merged, epoch)}
+                props = {property_key(self._group_id, handle.branch): property_value(merged, epoch, starts)}
                 with self._positions(handle.name) as up_to_rows:
                     snapshot_id = int(writer.commit(table, handle.branch, files, summary, base, props, up_to_rows))
             except JAVA_ERRORS as exc:

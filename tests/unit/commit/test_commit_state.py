@@ -72,6 +72,14 @@ def test_a_table_that_lags_behind_another_gets_its_rows_below_the_others_offset(
     assert result.positions() == {TP0: 10} and list(result.tables()) == ["db.b"]
 
 
+def test_the_round_starts_where_its_accepted_answers_began_reading() -> None:
+    first = answer("a1", "r1", [TP0], {TP0: (4, 10)}, {"db.t": {}}, {"db.t": files("/wh/1")})
+    second = answer("a2", "r1", [TP1], {TP1: (7, 9)}, {"db.t": {}}, {"db.t": files("/wh/2")})
+    refused = answer("a3", "r1", [TP0], {TP0: (0, 12)}, {"db.t": {}}, {"db.t": files("/wh/3")})
+    result = judge([first, second, refused], {})
+    assert result.starts() == {TP0: 4, TP1: 7} and result.positions() == {TP0: 10, TP1: 9}
+
+
 def test_a_gap_after_what_the_tables_record_is_rejected() -> None:
     gap = answer("a1", "r1", [TP0], {TP0: (15, 20)}, {"db.t": {TP0: 10}}, {"db.t": files("/wh/1")})
     assert "a gap" in judge([gap], {"db.t": {TP0: 10}}).rejected["a1"]

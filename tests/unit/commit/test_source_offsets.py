@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tabletopic.commit.source_offsets import encode, epoch_key, offsets_key, property_key, property_value, read_recorded
+from tabletopic.commit.source_offsets import (
+    encode,
+    epoch_key,
+    offsets_key,
+    property_key,
+    property_value,
+    read_recorded,
+    round_start_key,
+)
 
 GROUP = "connect-a"
 
@@ -82,3 +90,19 @@ def test_a_history_that_starts_without_offsets_records_none_whatever_the_propert
 
 def test_the_property_is_per_branch() -> None:
     assert property_key(GROUP, None) != property_key(GROUP, "audit")
+
+
+def test_where_the_round_began_is_read_from_the_snapshot_that_carries_the_offsets() -> None:
+    started = {round_start_key(GROUP): encode({("t", 0): 15})}
+    table = _Table([_Snapshot(1, None, {**_ours(20, 3), **started}), _Snapshot(2, 1, {})], 2, PROPS)
+    assert read_recorded(table, None, GROUP).round_start == {("t", 0): 15}
+    # An operator's offsets (and snapshots older than the key) say nothing of a round.
+    table = _Table([_Snapshot(1, None, {**_ours(20, 3), **started}), _Snapshot(2, 1, _ours(5, -1))], 2, PROPS)
+    assert read_recorded(table, None, GROUP).round_start == {}
+
+
+def test_the_property_mirrors_where_the_round_began() -> None:
+    props = {property_key(GROUP, None): property_value({("t", 0): 30}, 4, {("t", 0): 25})}
+    recorded = read_recorded(_Table([_Snapshot(3, 2, {})], 3, props), None, GROUP)
+    assert (recorded.source, recorded.offsets, recorded.round_start) == ("property", {("t", 0): 30}, {("t", 0): 25})
+    assert read_recorded(_Table([_Snapshot(3, 2, {})], 3, PROPS), None, GROUP).round_start == {}
