@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -11,7 +12,10 @@ from typing import Any
 
 import pytest
 
-from tabletopic.commit.source_offsets import offsets_key
+from tabletopic.commit.source_offsets import Recorded, offsets_key, round_start_key
+from tabletopic.commit.table_committer import CommitFailed, CommitResult, TableCommitter
+from tabletopic.sink_task import SinkTask
+from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
     DaemonProcess,
     Warehouse,
@@ -19,6 +23,7 @@ from tests.support import (
     duckdb_connection,
     json_envelope,
     produce,
+    run_in_process,
     unique,
     wait_until,
     worker_props,
@@ -160,3 +165,71 @@ def test_two_topics_two_tables_survive_two_sigkills(bootstrap: str, warehouse: W
             assert any(k.startswith("kafka.connect.source-offsets.") for k in snapshot["summary"]), snapshot
         final = warehouse.snapshots(table)[-1]["summary"]
         assert offsets_key(groups[0]) in final or offsets_key(groups[1]) in final
+
+
+def test_a_round_cut_between_its_two_tables_loses_no_row_of_the_second(
+        bootstrap: str, spark: SparkRuntime, warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One table takes the round and the other's commit fails, as when the daemon dies between them.
+
+    The group has no offsets yet (it is committed only after a round every table took), and the
+    second table records none: only where the first table's round began says where its rows begin.
+    New records reach the worker while it reads its positions again, and must wait for them.
+    """
+    topic, tables = unique("cut"), {"web": "cut.web", "app": "cut.app"}
+    create_topic(bootstrap, topic, 2)
+    kinds = {i: ("web", "app")[i % 3 == 0] for i in range(660)}
+
+    def records(ids: range) -> list[tuple[bytes, bytes, int]]:
+        return [(str(i).encode(), json.dumps({"id": i, "kind": kinds[i]}).encode(), i % 2) for i in ids]
+
+    produce(bootstrap, topic, records(range(600)))
+    connector = {"name": unique("cut"), "topics": topic, "value.converter.schemas.enable": "false",
+                 "iceberg.tables": ",".join(tables.values()), "iceberg.tables.route-field": "kind",
+                 f"iceberg.table.{tables['web']}.route-regex": "web",
+                 f"iceberg.table.{tables['app']}.route-regex": "app",
+                 "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1500",
+                 **warehouse.connector_props()}
+    real_commit, real_read, real_ingest = TableCommitter.commit, SinkTask._read_table, SinkTask.ingest
+    cut: list[dict[tuple[str, int], int]] = []
+    arrived, more_sent = threading.Event(), threading.Event()
+
+    def commit(self: TableCommitter, handle: Any, files: Any, *args: Any, **kwargs: Any) -> CommitResult:
+        if handle.name == tables["web"] and files is not None and not cut:
+            cut.append(dict(args[0]))
+            raise CommitFailed("injected: the daemon died before this table's snapshot")
+        return real_commit(self, handle, files, *args, **kwargs)
+
+    def read_table(self: SinkTask, table: str) -> Recorded:
+        if cut and not more_sent.is_set() and threading.current_thread() is not threading.main_thread():
+            # The worker reads its positions again after the rejected round (in a thread, unlike a
+            # first floor read): new records reach it meanwhile, before any seek, and must not be
+            # taken from where the consumer stands.
+            more_sent.set()
+            produce(bootstrap, topic, records(range(600, 660)))
+            arrived.wait(60)
+        return real_read(self, table)
+
+    async def ingest(self: SinkTask, raw: Any) -> None:
+        if raw.next_offset > 300:  # 600 records over two partitions: only the later ones go past
+            arrived.set()
+        await real_ingest(self, raw)
+
+    monkeypatch.setattr(TableCommitter, "commit", commit)
+    monkeypatch.setattr(SinkTask, "_read_table", read_table)
+    monkeypatch.setattr(SinkTask, "ingest", ingest)
+
+    def done(daemon: Any) -> bool:
+        task = daemon.connectors[0].task
+        return all(sum(task.committed_offsets(t).values()) == len(kinds) for t in tables.values())
+
+    code, daemon = run_in_process(spark, worker_props(bootstrap), [connector], until=done, timeout=180)
+    assert arrived.is_set(), "no record arrived while the positions were read again"
+    assert code == 0 and cut, "the web table's first commit was never cut"
+    for kind, table in tables.items():
+        ids = sorted(r.id for r in warehouse.rows(table, "id"))
+        assert ids == [i for i, k in kinds.items() if k == kind], f"{table}: rows lost or written twice"
+    group = f"connect-{connector['name']}"
+    first_app = next(s["summary"] for s in warehouse.snapshots(tables["app"]) if offsets_key(group) in s["summary"])
+    assert round_start_key(group) in first_app
+    labels = {"connector": connector["name"], "table": tables["web"]}
+    assert daemon.registry.get_sample_value("tabletopic_commit_failures_total", labels) == 1

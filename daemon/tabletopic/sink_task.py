@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -88,6 +89,11 @@ class SinkTask:
         self.assigned: set[TopicPartition] = set()
         self.active_topics: set[str] = set()  # topics records came from: Connect's GET /connectors/{c}/topics
         self._write_lock = asyncio.Lock()
+        # Partitions whose start is being read from the tables (by how many readings), and the event
+        # set once none is.
+        self._deciding: Counter[TopicPartition] = Counter()
+        self._decided = asyncio.Event()
+        self._decided.set()
         self._group_commit: GroupCommit | None = None
         self._group_offsets: GroupOffsets | None = None
         self._reseek: Callable[[], Awaitable[None]] | None = None
@@ -134,6 +140,8 @@ class SinkTask:
         self.metrics.records_consumed.labels(topic=raw.topic).inc(len(raw))
         self.metrics.bytes_consumed.labels(topic=raw.topic).inc(
             sum(len(v) for v in raw.values if v) + sum(len(k) for k in raw.keys if k))
+        if not await self._still_continues(tp, position):
+            return
         try:
             with self.metrics.timed("convert"):
                 failures, staged = self._stage(raw)
@@ -149,9 +157,8 @@ class SinkTask:
             return
         self._system_failures = 0
         await self.failed.handle(raw, failures)  # raises under errors.tolerance=none
-        if tp not in self.assigned or self.ledger.position(tp) != position:
-            # A revocation, or a seek after a rejected answer, came while the bad records were sent:
-            # these rows no longer continue the partition, and come again from where it now stands.
+        if not await self._still_continues(tp, position):
+            # A revocation, or a seek after a rejected answer, came while the bad records were sent.
             return
         if failures:
             bad = np.asarray(sorted({f.index for f in failures}), dtype=np.int64)
@@ -163,6 +170,18 @@ class SinkTask:
         self.metrics.buffered_records.set(self.writer.buffered_records)
         self.metrics.buffered_bytes.set(self.writer.buffered_bytes)
         self.writer.maybe_flush()
+
+    async def _still_continues(self, tp: TopicPartition, position: int | None) -> bool:
+        """Whether records judged against ``position`` may still be taken, once no start is being decided.
+
+        While the tables are read for a partition's start (an assignment, or after a rejected
+        answer) its position is unknown, and records fetched meanwhile were judged against none:
+        they may begin past that start, and taking them would skip the rows in between. They wait
+        for the decision; if it moved the position, the seek brings them again.
+        """
+        while tp in self._deciding:
+            await self._decided.wait()
+        return tp in self.assigned and self.ledger.position(tp) == position
 
     async def _read_tables(self, read: Callable[[], T]) -> T:
         """``read()`` in a thread, retried with backoff while the catalog or storage fails."""
@@ -346,13 +365,25 @@ class SinkTask:
             raise
 
     async def seek_positions(self, tps: set[TopicPartition]) -> dict[TopicPartition, int]:
-        """Read the tables' offsets for ``tps`` and decide where each must be read from.
+        """Read the tables' offsets for ``tps`` and decide where each must be read from (see
+        :meth:`_decide_positions`); records of ``tps`` that arrive meanwhile wait for the decision."""
+        self._deciding.update(tps)
+        self._decided.clear()
+        try:
+            return await self._decide_positions(tps)
+        finally:
+            self._deciding.subtract(tps)
+            self._deciding = +self._deciding  # two decisions may overlap: a partition waits for both
+            if not self._deciding:
+                self._decided.set()
 
-        Records keep arriving while the tables are read (the consumer fetched from the group's
-        position already).  A partition that has accepted records keeps its position: rows below
-        the tables' floors are dropped from the buffers instead, and no seek is needed.  Only a
-        partition that accepted nothing yet is sought, so delivery order never goes backwards
-        past an accepted record.
+    async def _decide_positions(self, tps: set[TopicPartition]) -> dict[TopicPartition, int]:
+        """Where each partition of ``tps`` must be read from, by what the tables record.
+
+        Records fetched meanwhile wait for the decision, so a partition has a position here only
+        if it kept one from before.  It is sought only if that lies below the start, so delivery
+        order never goes backwards past an accepted record; buffered rows below the tables'
+        floors are dropped instead.
         """
         known = await self._read_tables(self._known_tables)
         by_table = await self._read_tables(lambda: {t: self._read_table(t) for t in known})
