@@ -190,17 +190,16 @@ def test_a_round_cut_between_its_two_tables_loses_no_row_of_the_second(
                  "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1500",
                  **warehouse.connector_props()}
     real_commit, real_read, real_ingest = TableCommitter.commit, SinkTask._read_table, SinkTask.ingest
-    cut: list[dict[tuple[str, int], int]] = []
-    arrived, more_sent = threading.Event(), threading.Event()
+    cut, arrived, more_sent = threading.Event(), threading.Event(), threading.Event()
 
     def commit(self: TableCommitter, handle: Any, files: Any, *args: Any, **kwargs: Any) -> CommitResult:
-        if handle.name == tables["web"] and files is not None and not cut:
-            cut.append(dict(args[0]))
+        if handle.name == tables["web"] and files is not None and not cut.is_set():
+            cut.set()
             raise CommitFailed("injected: the daemon died before this table's snapshot")
         return real_commit(self, handle, files, *args, **kwargs)
 
     def read_table(self: SinkTask, table: str) -> Recorded:
-        if cut and not more_sent.is_set() and threading.current_thread() is not threading.main_thread():
+        if cut.is_set() and not more_sent.is_set() and threading.current_thread() is not threading.main_thread():
             # The worker reads its positions again after the rejected round (in a thread, unlike a
             # first floor read): new records reach it meanwhile, before any seek, and must not be
             # taken from where the consumer stands.
@@ -224,7 +223,7 @@ def test_a_round_cut_between_its_two_tables_loses_no_row_of_the_second(
 
     code, daemon = run_in_process(spark, worker_props(bootstrap), [connector], until=done, timeout=180)
     assert arrived.is_set(), "no record arrived while the positions were read again"
-    assert code == 0 and cut, "the web table's first commit was never cut"
+    assert code == 0 and cut.is_set(), "the web table's first commit was never cut"
     for kind, table in tables.items():
         ids = sorted(r.id for r in warehouse.rows(table, "id"))
         assert ids == [i for i, k in kinds.items() if k == kind], f"{table}: rows lost or written twice"
