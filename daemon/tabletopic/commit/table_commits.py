@@ -151,7 +151,8 @@ class TableCommits:
         elapsed = self._record(table, files, result, started)
         self._log.info("committed", table=table, snapshot_id=result.snapshot_id, data_files=result.data_files,
                        records=result.records, equality_deletes=result.equality_deletes,
-                       position_deletes=result.position_deletes, commit_seconds=round(result.seconds, 3),
+                       position_deletes=result.position_deletes, positions_sought=result.positions_sought,
+                       commit_seconds=round(result.seconds, 3),
                        barrier_seconds=round(elapsed, 3), epoch=epoch)
         return result
 

@@ -56,6 +56,9 @@ class CommitResult:
     totals: dict[str, int]  # the new snapshot's total-* summary figures (data files, delete files, bytes)
     equality_deletes: int = 0  # equality delete records the snapshot added: it could not find their rows
     position_deletes: int = 0  # position delete records it added in their place, merged ones included
+    # Whether it looked for its deleted rows' positions: not while the connector compacts the table,
+    # nor with conversion elsewhere than at commit.
+    positions_sought: bool = False
 
 
 class TableCommitter:
@@ -125,6 +128,7 @@ class TableCommitter:
             try:
                 props = {property_key(self._group_id, handle.branch): property_value(merged, epoch, starts)}
                 with self._positions(handle.name) as up_to_rows:
+                    sought = up_to_rows > 0
                     snapshot_id = int(writer.commit(table, handle.branch, files, summary, base, props, up_to_rows))
             except JAVA_ERRORS as exc:
                 message = java_error_message(exc)
@@ -139,7 +143,7 @@ class TableCommitter:
             return CommitResult(handle.name, snapshot_id, merged, int(files.size()),
                                 int(writer.recordCount(files, False)), time.monotonic() - started, totals,
                                 int(summary_now.get("added-equality-deletes") or 0),
-                                int(summary_now.get("added-position-deletes") or 0))
+                                int(summary_now.get("added-position-deletes") or 0), sought)
         raise CommitFailed(f"commit to table {handle.name} kept conflicting with concurrent commits")
 
     def set_offsets(self, handle: TableHandle, offsets: dict[TopicPartition, int]) -> int:
