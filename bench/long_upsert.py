@@ -1,0 +1,222 @@
+"""A long upsert run through the daemon: maintenance off (the baseline), the default conversion of
+equality deletes at commit, and conversion at the looks, in the same run.
+
+For each mode it starts one ``tabletopic standalone`` (its own local[2] SparkSession) against an
+embedded broker and a hadoop warehouse, inserts KEYS keys, then produces BATCHES batches of CHANGES
+random changes (updates, inserts, deletes and tombstones), each batch waiting for its own commit.
+Maintenance, where on, uses the settings of ``tests/test_maintenance.py``'s long test: a look after
+every round, compaction at 6 files or 6 deletes per file, 5 snapshots kept.  Every 10 batches the
+table's figures are read through pyiceberg.  At the end it prints, per mode, the seconds per batch,
+the worst delete files, data files in one partition and snapshots seen, what the looks converted and
+folded, a DuckDB full read's time, and whether DuckDB's rows equal the model.
+
+    python bench/long_upsert.py [--keys 200000] [--batches 160] [--changes 1000] [--modes off,commit,look]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from tabletopic.commit.source_offsets import PyIcebergTable, recorded_in
+from tabletopic.config.connector import parse_connector
+from tabletopic.config.worker import parse_worker
+from tabletopic.demo.broker import EmbeddedBroker, create_topic
+from tabletopic.demo.lake_servers import duckdb_offline
+from tabletopic.maintain.table_stats import stats_from_pyiceberg
+from tabletopic.write.pyiceberg_catalog import open_table
+
+PARTITIONS = 4
+TABLE = "cdc.accounts"
+DAY_S = 86_400
+BASE_S = 1_789_000_000
+TIGHT = {
+    "tabletopic.maintenance.interval-ms": "0",
+    "tabletopic.maintenance.compaction.delete-files": "6",
+    "tabletopic.maintenance.compaction.min-input-files": "6",
+    "tabletopic.maintenance.compaction.cheap-rewrite-bytes": "0",
+    "tabletopic.maintenance.snapshots.older-than-ms": "0",
+    "tabletopic.maintenance.snapshots.retain-last": "5",
+    "tabletopic.maintenance.orphans.interval-ms": "0",
+    "tabletopic.maintenance.manifests.max-count": "20",
+}
+
+
+class Model:
+    """The last change per key, and how many records each partition was sent."""
+
+    def __init__(self, keys: int) -> None:
+        self.rng = random.Random(5)
+        self.keys = keys
+        self.rows: dict[int, tuple[int, str]] = {}
+        self.per_partition = [0] * PARTITIONS
+        self.version = 0
+
+    def inserts(self) -> list[tuple[bytes, bytes | None, int]]:
+        out = []
+        for key in range(self.keys):
+            self.rows[key] = (0, "2026-09-20 00:00:00")
+            out.append(self._sent(key, {"id": key, "op": "I", "v": 0, "updated_at": "2026-09-20T00:00:00Z"}))
+        return out
+
+    def changes(self, n: int) -> list[tuple[bytes, bytes | None, int]]:
+        out = []
+        for _ in range(n):
+            key = self.rng.randrange(self.keys)
+            roll = self.rng.random()
+            if roll < 0.12:
+                self.rows.pop(key, None)
+                out.append(self._sent(key, None))
+            elif roll < 0.25:
+                self.rows.pop(key, None)
+                out.append(self._sent(key, {"id": key, "op": "D"}))
+            else:
+                self.version += 1
+                # The day moves, so a key's row changes partition under day(updated_at).
+                ts = BASE_S + self.rng.randrange(5) * DAY_S + self.rng.randrange(DAY_S)
+                iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+                self.rows[key] = (self.version, iso.replace("T", " ").rstrip("Z"))
+                out.append(self._sent(key, {"id": key, "op": "U", "v": self.version, "updated_at": iso}))
+        return out
+
+    def _sent(self, key: int, value: dict[str, Any] | None) -> tuple[bytes, bytes | None, int]:
+        self.per_partition[key % PARTITIONS] += 1
+        return str(key).encode(), None if value is None else json.dumps(value).encode(), key % PARTITIONS
+
+    @property
+    def produced(self) -> int:
+        return sum(self.per_partition)
+
+
+async def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes | None, int]]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=512 * 1024)
+    await producer.start()
+    try:
+        sent = [await producer.send(topic, value, key=key, partition=partition) for key, value, partition in records]
+        await asyncio.gather(*sent)
+    finally:
+        await producer.stop()
+
+
+def props(path: Path, values: dict[str, object]) -> Path:
+    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    return path
+
+
+def run(mode: str, bootstrap: str, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    topic, name = f"long-{mode}", f"long_{mode}"
+    asyncio.run(create_topic(bootstrap, topic, PARTITIONS))
+    maintenance = ({"tabletopic.maintenance.enabled": "false"} if mode == "off" else
+                   {"tabletopic.maintenance.enabled": "true", **TIGHT,
+                    "tabletopic.maintenance.equality-deletes.convert": mode})
+    connector = {"name": name, "topics": topic, "iceberg.tables": TABLE,
+                 "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
+                 "iceberg.tables.default-id-columns": "id", "iceberg.tables.upsert-mode-enabled": "true",
+                 "iceberg.tables.cdc-field": "op", "iceberg.tables.default-partition-by": "day(updated_at)",
+                 "iceberg.control.commit.interval-ms": "300", "iceberg.catalog.type": "hadoop",
+                 "iceberg.catalog.warehouse": f"file://{work / mode}", **maintenance}
+    worker = {"bootstrap.servers": bootstrap, "listeners": "", "log.format": "json", "spark.master": "local[2]",
+              "spark.driver.memory": "1g", "key.converter": "org.apache.kafka.connect.storage.StringConverter"}
+    config = parse_connector(connector, parse_worker(worker))
+    group = f"connect-{name}"
+    home = work / f"{mode}-daemon"
+    home.mkdir()
+    log_path = home / "daemon.log"
+    with open(log_path, "wb") as log:
+        daemon = subprocess.Popen([sys.executable, "-m", "tabletopic.cli", "standalone",
+                                   str(props(home / "w.properties", worker)),
+                                   str(props(home / "c.properties", connector))],
+                                  cwd=home, stdout=log, stderr=subprocess.STDOUT)
+
+    def committed() -> int:
+        try:
+            return sum(recorded_in(PyIcebergTable(open_table(config, TABLE)), None, group).offsets.values())
+        except FileNotFoundError:  # not created yet, or a metadata file replaced while read
+            return 0
+
+    def wait_committed(what: str, produced: int) -> None:
+        deadline = time.monotonic() + 300
+        while committed() != produced:
+            if daemon.poll() is not None or '"connector stopped"' in log_path.read_text(errors="replace"):
+                raise SystemExit(f"the daemon stopped while waiting for {what}; see {log_path}")
+            if time.monotonic() > deadline:
+                raise SystemExit(f"timed out waiting for {what}; see {log_path}")
+            time.sleep(0.1)
+
+    model = Model(args.keys)
+    worst = {"delete files": 0, "files in a partition": 0, "snapshots": 0}
+    try:
+        asyncio.run(produce(bootstrap, topic, model.inserts()))
+        wait_committed("the inserts", model.produced)
+        started = time.monotonic()
+        for batch in range(args.batches):
+            asyncio.run(produce(bootstrap, topic, model.changes(args.changes)))
+            wait_committed(f"batch {batch}", model.produced)
+            if batch % 10 == 9:
+                now = stats_from_pyiceberg(open_table(config, TABLE))
+                worst = {"delete files": max(worst["delete files"], now.delete_files),
+                         "files in a partition": max(worst["files in a partition"], now.most_files_in_partition),
+                         "snapshots": max(worst["snapshots"], len(now.snapshots))}
+        per_batch = (time.monotonic() - started) / args.batches
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(120)
+    events = [json.loads(line) for line in log_path.read_text(errors="replace").splitlines()
+              if line.startswith("{") and '"maintained"' in line]
+    looks = [e for e in events if e.get("event") == "maintained"]
+    started = time.monotonic()
+    rows = duckdb_offline("avro", "iceberg").execute(
+        f"SELECT id, v, strftime(updated_at AT TIME ZONE 'UTC', '%Y-%m-%d %H:%M:%S') "
+        f"FROM iceberg_scan('{work / mode / 'cdc' / 'accounts'}')").fetchall()
+    read_s = time.monotonic() - started
+    final = stats_from_pyiceberg(open_table(config, TABLE))
+    return {"mode": mode, "s/batch": per_batch, **worst,
+            "converted": sum(e["equality_deletes_converted"] for e in looks),
+            "folded": sum(e["delete_files_folded"] for e in looks),
+            "compactions": sum("compact" in e["steps"] for e in looks),
+            "final delete files": final.delete_files, "final snapshots": len(final.snapshots),
+            "DuckDB read s": read_s,
+            "rows equal the model": len(rows) == len(model.rows) and {int(r[0]): (int(r[1]), r[2]) for r in rows}
+            == model.rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--keys", type=int, default=200_000)
+    parser.add_argument("--batches", type=int, default=160)
+    parser.add_argument("--changes", type=int, default=1_000)
+    parser.add_argument("--modes", default="off,commit,look")
+    parser.add_argument("--keep", action="store_true", help="keep the warehouse and the daemons' logs")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="tabletopic-long-"))
+    try:
+        with EmbeddedBroker(log_path=work / "broker.log") as broker:
+            results = [run(mode, broker.bootstrap_servers, work, args) for mode in args.modes.split(",")]
+        print(f"{args.keys:,} keys, then {args.batches} batches of {args.changes:,} changes, each its own commit; "
+              f"{PARTITIONS} partitions, day(updated_at); 'off' is the baseline, maintenance disabled")
+        widths = {c: max(len(c), 6) + 2 for c in results[0]}
+        print("".join(f"{c:>{widths[c]}}" for c in widths))
+        for result in results:
+            print("".join(f"{v:>{widths[c]}.2f}" if isinstance(v, float) else f"{v!s:>{widths[c]}}"
+                          for c, v in result.items()))
+    finally:
+        if args.keep:
+            print(f"kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
