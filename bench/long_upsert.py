@@ -1,16 +1,18 @@
 """A long upsert run through the daemon: maintenance off (the baseline), the default conversion of
 equality deletes at commit, and conversion at the looks, in the same run.
 
-For each mode it starts one ``tabletopic standalone`` (its own local[2] SparkSession) against an
-embedded broker and a hadoop warehouse, inserts KEYS keys, then produces BATCHES batches of CHANGES
-random changes (updates, inserts, deletes and tombstones), each batch waiting for its own commit.
-Maintenance, where on, uses the settings of ``tests/test_maintenance.py``'s long test: a look after
-every round, compaction at 6 files or 6 deletes per file, 5 snapshots kept.  Every 10 batches the
-table's figures are read through pyiceberg.  At the end it prints, per mode, the seconds per batch,
-the worst delete files, data files in one partition and snapshots seen, what the looks converted and
-folded, a DuckDB full read's time, and whether DuckDB's rows equal the model.
+For each mode it starts one ``tabletopic standalone`` (its own local[2] SparkSession; the test runs
+local[1]) against an embedded broker and a hadoop warehouse, inserts KEYS keys, then produces
+BATCHES batches of CHANGES random changes (updates, inserts, deletes and tombstones), each batch
+waiting for its own commit.  Maintenance, where on, uses the settings of
+``tests/test_maintenance.py``'s long test: a look after every round, compaction at 6 files or 6
+deletes per file, 5 snapshots kept.  Every 10 batches the table's figures are read through
+pyiceberg.  At the end it prints, per mode: the seconds per batch; the commits, and how many carried
+equality deletes; the worst delete files, data files in one partition and snapshots seen; what the
+looks converted and folded; a DuckDB full read's time, and whether DuckDB's rows equal the model.
 
     python bench/long_upsert.py [--keys 200000] [--batches 160] [--changes 1000] [--modes off,commit,look]
+        [--duckdb-limit SECONDS] [--keep]
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import duckdb
 from aiokafka import AIOKafkaProducer
 
 from tabletopic.commit.source_offsets import PyIcebergTable, recorded_in
@@ -49,7 +53,8 @@ TIGHT = {
     "tabletopic.maintenance.compaction.cheap-rewrite-bytes": "0",
     "tabletopic.maintenance.snapshots.older-than-ms": "0",
     "tabletopic.maintenance.snapshots.retain-last": "5",
-    "tabletopic.maintenance.orphans.interval-ms": "0",
+    "tabletopic.maintenance.orphans.older-than-ms": "3600000",
+    "tabletopic.maintenance.orphans.interval-ms": "20000",
     "tabletopic.maintenance.manifests.max-count": "20",
 }
 
@@ -108,6 +113,22 @@ async def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes |
         await asyncio.gather(*sent)
     finally:
         await producer.stop()
+
+
+def read_duckdb(location: Path, limit_s: float) -> tuple[float, list[Any] | None]:
+    """DuckDB applies equality deletes super-linearly: a read past ``limit_s`` is stopped (None)."""
+    db = duckdb_offline("avro", "iceberg")
+    stopper = threading.Timer(limit_s, db.interrupt)
+    started = time.monotonic()
+    stopper.start()
+    try:
+        rows = db.execute(f"SELECT id, v, strftime(updated_at AT TIME ZONE 'UTC', '%Y-%m-%d %H:%M:%S') "
+                          f"FROM iceberg_scan('{location}')").fetchall()
+    except duckdb.InterruptException:
+        return float("inf"), None
+    finally:
+        stopper.cancel()
+    return time.monotonic() - started, rows
 
 
 def props(path: Path, values: dict[str, object]) -> Path:
@@ -174,22 +195,20 @@ def run(mode: str, bootstrap: str, work: Path, args: argparse.Namespace) -> dict
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(120)
     events = [json.loads(line) for line in log_path.read_text(errors="replace").splitlines()
-              if line.startswith("{") and '"maintained"' in line]
+              if line.startswith("{") and ('"maintained"' in line or '"committed"' in line)]
     looks = [e for e in events if e.get("event") == "maintained"]
-    started = time.monotonic()
-    rows = duckdb_offline("avro", "iceberg").execute(
-        f"SELECT id, v, strftime(updated_at AT TIME ZONE 'UTC', '%Y-%m-%d %H:%M:%S') "
-        f"FROM iceberg_scan('{work / mode / 'cdc' / 'accounts'}')").fetchall()
-    read_s = time.monotonic() - started
+    commits = [e for e in events if e.get("event") == "committed"]
+    read_s, rows = read_duckdb(work / mode / "cdc" / "accounts", args.duckdb_limit)
     final = stats_from_pyiceberg(open_table(config, TABLE))
-    return {"mode": mode, "s/batch": per_batch, **worst,
+    return {"mode": mode, "s/batch": per_batch, "commits": len(commits),
+            "with equality deletes": sum(e["equality_deletes"] > 0 for e in commits), **worst,
             "converted": sum(e["equality_deletes_converted"] for e in looks),
             "folded": sum(e["delete_files_folded"] for e in looks),
             "compactions": sum("compact" in e["steps"] for e in looks),
             "final delete files": final.delete_files, "final snapshots": len(final.snapshots),
             "DuckDB read s": read_s,
-            "rows equal the model": len(rows) == len(model.rows) and {int(r[0]): (int(r[1]), r[2]) for r in rows}
-            == model.rows}
+            "rows equal the model": "not read" if rows is None else
+            len(rows) == len(model.rows) and {int(r[0]): (int(r[1]), r[2]) for r in rows} == model.rows}
 
 
 def main() -> None:
@@ -199,6 +218,7 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=1_000)
     parser.add_argument("--modes", default="off,commit,look")
     parser.add_argument("--keep", action="store_true", help="keep the warehouse and the daemons' logs")
+    parser.add_argument("--duckdb-limit", type=float, default=120.0, help="seconds before a DuckDB read is stopped")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tabletopic-long-"))
     try:
