@@ -208,8 +208,8 @@ def test_long_upsert_run_with_maintenance_matches_the_model(bootstrap: str, ware
 def test_looks_convert_the_commits_equality_deletes_and_compaction_folds_them(bootstrap: str, warehouse: Warehouse,
                                                                              tmp_path: Path) -> None:
     """With conversion at the looks the commits carry equality deletes only; the looks turn them
-    into position deletes, compaction folds delete files into the rows it rewrites, and at rest no
-    equality delete is left.  Its long run, against maintenance off, is bench/long_upsert.py."""
+    into position deletes, compaction rewrites the rows they apply to, and at rest no equality
+    delete is left.  Its long run, against maintenance off, is bench/long_upsert.py."""
     topic = unique("looks")
     create_topic(bootstrap, topic, PARTITIONS)
     connector = upsert_connector(topic, warehouse, **TIGHT,
@@ -231,7 +231,10 @@ def test_looks_convert_the_commits_equality_deletes_and_compaction_folds_them(bo
     # Every batch updates or deletes keys the table holds, so each of its commits carries equality deletes.
     assert sum(e["equality_deletes"] > 0 for e in commits) >= batches, commits[-3:]
     assert sum(e["equality_deletes_converted"] for e in maintained) > 0, maintained[-3:]
-    assert any("compact" in e["steps"] and e["delete_files_folded"] > 0 for e in maintained), maintained[-3:]
+    # Whether a compaction also drops delete files depends on the partitions it rewrote: a commit's
+    # equality deletes are global, so they go only once every older data file was rewritten.  Three
+    # runs of this test dropped 24, 0 and 0; the bench's 160 batches dropped 134.
+    assert any("compact" in e["steps"] and e["rewritten_files"] > 0 for e in maintained), maintained[-3:]
     assert_matches(warehouse, model, f"after {batches} batches converted at the looks")
 
 
