@@ -60,6 +60,10 @@ GroupOffsets = Callable[[list[TopicPartition]], Awaitable[dict[TopicPartition, i
 T = TypeVar("T")
 
 
+def _sizes(payloads: list[bytes | None]) -> np.ndarray:
+    return np.fromiter((len(p) if p is not None else 0 for p in payloads), dtype=np.int64, count=len(payloads))
+
+
 class SinkTask:
     def __init__(self, config: ConnectorConfig, clients: KafkaClients, spark: SparkRuntime,
                  metrics: SinkMetrics) -> None:
@@ -137,14 +141,14 @@ class SinkTask:
             return  # fetched before a revocation; the new owner reads it
         position = self.ledger.position(tp)
         self.active_topics.add(raw.topic)
+        value_sizes, key_sizes = _sizes(raw.values), _sizes(raw.keys)
         self.metrics.records_consumed.labels(topic=raw.topic).inc(len(raw))
-        self.metrics.bytes_consumed.labels(topic=raw.topic).inc(
-            sum(len(v) for v in raw.values if v) + sum(len(k) for k in raw.keys if k))
+        self.metrics.bytes_consumed.labels(topic=raw.topic).inc(int(value_sizes.sum() + key_sizes.sum()))
         if not await self._still_continues(tp, position):
             return
         try:
             with self.metrics.timed("convert"):
-                failures, staged = self._stage(raw)
+                failures, staged = self._stage(raw, self._too_large(value_sizes, key_sizes))
         except SystemUnavailable as exc:
             # Not the records' fault: nothing is dead-lettered, the position stays, and the partition
             # is read again from the first record not taken.
@@ -207,12 +211,22 @@ class SinkTask:
                          failures=self._system_failures, retry_in_s=backoff)
         await asyncio.sleep(backoff)
 
-    def _stage(self, raw: RawRecords) -> tuple[list[RecordFailure], dict[str, list[SinkRecords]]]:
+    def _too_large(self, value_sizes: np.ndarray, key_sizes: np.ndarray) -> list[RecordFailure]:
+        """Records whose key or value no converter may see: over tabletopic.input.max-value-bytes."""
+        limit = self.config.max_value_bytes
+        return [RecordFailure("convert", int(i), f"{what} of {int(sizes[i]):,} bytes is over "
+                              f"tabletopic.input.max-value-bytes ({limit:,}); it was not parsed")
+                for what, sizes in (("value", value_sizes), ("key", key_sizes))
+                for i in np.flatnonzero(sizes > limit)]
+
+    def _stage(self, raw: RawRecords, refused: list[RecordFailure]) -> tuple[list[RecordFailure],
+                                                                             dict[str, list[SinkRecords]]]:
         """Convert, transform, route and shape the records: what fails, and what goes to each table.
 
-        A stage that raises for one record's sake fails that record alone (see isolation.py).
+        ``refused`` records fail without being parsed. A stage that raises for one record's sake
+        fails that record alone (see isolation.py).
         """
-        failures: list[RecordFailure] = []
+        failures: list[RecordFailure] = list(refused)
         staged: dict[str, list[SinkRecords]] = {}
 
         def failed(stage: str) -> Callable[[int, str], None]:
@@ -271,8 +285,10 @@ class SinkTask:
             staged.setdefault(table, []).extend(parts)
 
     def _convert(self, raw: RawRecords, failures: list[RecordFailure]) -> list[tuple[SinkRecords, bool]]:
-        """Converted rows, each with whether they are tombstone deletes."""
-        present = [i for i, v in enumerate(raw.values) if v is not None]
+        """Converted rows, each with whether they are tombstone deletes; records already in ``failures``
+        are not converted."""
+        refused = {f.index for f in failures}
+        present = [i for i, v in enumerate(raw.values) if v is not None and i not in refused]
         out: list[tuple[SinkRecords, bool]] = []
         if present:
             result = convert_isolating(lambda values: self.value_converter.convert(raw.topic, values),
@@ -285,10 +301,10 @@ class SinkTask:
                 rows = position[part.indexes]
                 out.append((SinkRecords(raw.topic, raw.partition, part.table, offsets[rows], stamps[rows], rows),
                             False))
-        if self._may_key and len(present) < len(raw):
+        absent = [i for i, v in enumerate(raw.values) if v is None and i not in refused] if self._may_key else []
+        if absent:
             # After the values: they may create the table these deletes apply to. The buffer
             # orders rows by offset again before the last change per key is chosen.
-            absent = [i for i, v in enumerate(raw.values) if v is None]
             deletes, key_failures = tombstone_deletes(raw, absent, self.key_converter)
             failures.extend(RecordFailure("convert", f.index, f.reason) for f in key_failures)
             out.extend((d, True) for d in deletes)

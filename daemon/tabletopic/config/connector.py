@@ -23,6 +23,7 @@ from tabletopic.config.definition import (
     parse_value,
     prefixed,
 )
+from tabletopic.config.input_limits import DEFAULT_MAX_VALUE_BYTES, NESTING_DEPTH_KEY, nesting_limit
 from tabletopic.config.partition_by import PartitionField, parse_partition_by
 from tabletopic.config.worker import WorkerConfig, builtin_registry_url
 from tabletopic.kafka_clients import KafkaClients, security_problem
@@ -85,6 +86,11 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "Add __connect.errors.* headers naming the failure to dead-letter records."),
     Key("errors.log.enable", KeyType.BOOLEAN, False, "Log each failed record's topic, partition and offset."),
     Key("errors.log.include.messages", KeyType.BOOLEAN, False, "Include the failed record's key and value in the log."),
+    Key("tabletopic.input.max-value-bytes", KeyType.LONG, DEFAULT_MAX_VALUE_BYTES,
+        "A record whose key or value is larger than this fails (errors.tolerance: stopped, or skipped and "
+        "dead-lettered) before any converter parses it. JSON values are also bounded in depth, by the "
+        "converter's max.nesting.depth (value.converter.max.nesting.depth, default 1000, as Jackson bounds "
+        "Connect's JsonConverter).", minimum=1024),
     Key("iceberg.tables", KeyType.LIST, None, "Comma-separated destination tables (namespace.table)."),
     Key("iceberg.tables.dynamic-enabled", KeyType.BOOLEAN, False,
         "Route each record to the table named by its iceberg.tables.route-field value."),
@@ -285,6 +291,7 @@ class ConnectorConfig:
     dlq_context_headers: bool
     errors_log_enable: bool
     errors_log_include_messages: bool
+    max_value_bytes: int
     buffer_flush_bytes: int
     buffer_max_bytes: int
     offsets_refresh_barriers: int
@@ -365,6 +372,11 @@ def _plugin(props: Mapping[str, str], key: str, default: str, worker: WorkerConf
             out.problems.append(Problem(f"{key}.schema.registry.url", None, f"{class_name} needs a Schema Registry: "
                                         "set this key, or schema.registry.listeners in the worker file to use the "
                                         "built-in one"))
+    if NESTING_DEPTH_KEY in own:
+        try:
+            nesting_limit(own)
+        except ValueError as exc:
+            out.problems.append(Problem(f"{key}.{NESTING_DEPTH_KEY}", own[NESTING_DEPTH_KEY], str(exc)))
     return PluginSpec(class_name, own)
 
 
@@ -528,6 +540,7 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
         dlq_context_headers=values["errors.deadletterqueue.context.headers.enable"],
         errors_log_enable=values["errors.log.enable"],
         errors_log_include_messages=values["errors.log.include.messages"],
+        max_value_bytes=values["tabletopic.input.max-value-bytes"],
         buffer_flush_bytes=values["tabletopic.buffer.flush-bytes"],
         buffer_max_bytes=values["tabletopic.buffer.max-bytes"],
         offsets_refresh_barriers=values["tabletopic.offsets.refresh-barriers"],

@@ -42,6 +42,25 @@ class ConvertResult:
     def single(cls, table: pa.Table, indexes: Sequence[int] | np.ndarray) -> ConvertResult:
         return cls([Converted(table, np.asarray(indexes, dtype=np.int64))]) if len(indexes) else cls()
 
+    def positioned(self, positions: Sequence[int], failures: Sequence[Failure] = ()) -> ConvertResult:
+        """This result of converting a subset, as positions of the whole (``positions[i]`` for item
+        ``i``), with ``failures`` of the items left out of the subset."""
+        where = np.asarray(positions, dtype=np.int64)
+        out = ConvertResult([Converted(p.table, where[p.indexes]) for p in self.parts],
+                            [Failure(int(where[f.index]), f.reason) for f in self.failures] + list(failures))
+        out.failures.sort(key=lambda f: f.index)
+        return out
+
+
+def guarded(data: Sequence[bytes], rejected: dict[int, str],
+            convert: Callable[[Sequence[bytes]], ConvertResult]) -> ConvertResult:
+    """``convert`` the items of ``data`` not in ``rejected``; those fail with the reason given."""
+    if not rejected:
+        return convert(data)
+    kept = [i for i in range(len(data)) if i not in rejected]
+    result = convert([data[i] for i in kept]) if kept else ConvertResult()
+    return result.positioned(kept, [Failure(i, why) for i, why in rejected.items()])
+
 
 class Converter(Protocol):
     def configure(self, props: Mapping[str, str], is_key: bool) -> None: ...

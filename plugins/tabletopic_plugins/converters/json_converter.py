@@ -19,7 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from tabletopic.convert.converter import Converted, ConvertResult, Failure
+from tabletopic.config.input_limits import nesting_limit, setting_name
+from tabletopic.convert.converter import Converted, ConvertResult, Failure, guarded
+from tabletopic.convert.input_guard import too_deep
 from tabletopic_plugins.converters.connect_schema import (
     TIMESTAMP_TYPE,
     Node,
@@ -38,15 +40,19 @@ _ISO_PREFIX_LEN = 11  # "YYYY-MM-DDT"
 class JsonConverter:
     def __init__(self) -> None:
         self.schemas_enable = True
+        self.max_depth = nesting_limit({})
+        self._depth_setting = setting_name(False)
         self._nodes: dict[bytes, Node | SchemaError] = {}
 
     def configure(self, props: Mapping[str, str], is_key: bool) -> None:
         self.schemas_enable = props.get("schemas.enable", "true").strip().lower() == "true"
+        self.max_depth = nesting_limit(props)
+        self._depth_setting = setting_name(is_key)
 
     def convert(self, topic: str, data: Sequence[bytes]) -> ConvertResult:
-        if self.schemas_enable:
-            return self._convert_enveloped(data)
-        return _convert_schemaless(data)
+        # Before Arrow's reader sees anything: it recurses on the C stack (see input_guard.py).
+        convert = self._convert_enveloped if self.schemas_enable else _convert_schemaless
+        return guarded(data, too_deep(data, self.max_depth, setting=self._depth_setting), convert)
 
     # -- schemas.enable=true ------------------------------------------------------------------
     def _convert_enveloped(self, data: Sequence[bytes]) -> ConvertResult:

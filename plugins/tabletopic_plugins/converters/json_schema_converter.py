@@ -16,7 +16,9 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tabletopic.convert.converter import ConvertResult, Failure, tabulate_isolating
+from tabletopic.config.input_limits import nesting_limit, setting_name
+from tabletopic.convert.converter import ConvertResult, Failure, guarded, tabulate_isolating
+from tabletopic.convert.input_guard import too_deep
 from tabletopic.registry.json_schema import InvalidJsonSchema, JsonSchema, parse
 from tabletopic_plugins.converters.json_schema_arrow import DocumentShape, UnsupportedJsonSchema, document_shape
 from tabletopic_plugins.converters.registry_client import FetchedSchema, RegistryClient, SchemaNotFound
@@ -31,11 +33,18 @@ class JsonSchemaConverter:
     def __init__(self) -> None:
         self.client: RegistryClient | None = None
         self._shapes: dict[int, DocumentShape | str] = {}  # a str says why the id cannot be used
+        self.max_depth = nesting_limit({})
+        self._depth_setting = setting_name(False)
 
     def configure(self, props: Mapping[str, str], is_key: bool) -> None:
         self.client = RegistryClient.from_props(props)
+        self.max_depth = nesting_limit(props)
+        self._depth_setting = setting_name(is_key)
 
     def convert(self, topic: str, data: Sequence[bytes]) -> ConvertResult:
+        return guarded(data, too_deep(data, self.max_depth, skip=_HEADER, setting=self._depth_setting), self._convert)
+
+    def _convert(self, data: Sequence[bytes]) -> ConvertResult:
         groups: dict[int, list[int]] = {}
         result = ConvertResult()
         for i, value in enumerate(data):

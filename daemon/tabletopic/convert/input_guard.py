@@ -1,0 +1,124 @@
+"""Bounds a payload must meet before any native parser sees it.
+
+Arrow's JSON reader (RapidJSON) parses nested values recursively on the C stack: one
+value nested 100,000 deep ends the process with SIGSEGV, and with it every connector
+of the daemon. So JSON text is measured first, with numpy over the raw bytes, and a
+value nested deeper than the converter's ``max.nesting.depth`` (1,000 by default, as
+Jackson's ``StreamReadConstraints`` bound Connect's own JsonConverter) fails its record
+alone, through ``errors.tolerance``.
+
+The check is cheap for the values that matter: a value of ``n`` bytes holds at most
+``n`` brackets, so values no longer than the limit are never scanned; longer ones have
+their ``[`` and ``{`` counted, and only a value holding more brackets than the limit is
+measured exactly, outside its strings. A value too large to convert at all is caught
+earlier still, by :func:`oversized`, for every converter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+_OPEN_SQUARE, _CLOSE_SQUARE, _OPEN_CURLY, _CLOSE_CURLY = 0x5B, 0x5D, 0x7B, 0x7D
+_QUOTE, _BACKSLASH = 0x22, 0x5C
+_WINDOW = 1 << 20  # bytes measured at once: bounds the scan's memory for a value of any size
+
+
+def too_deep(payloads: Sequence[bytes], limit: int, skip: int = 0,
+             setting: str = "value.converter.max.nesting.depth") -> dict[int, str]:
+    """The positions of ``payloads`` nested deeper than ``limit``, each with the reason to report,
+    which names ``setting``.
+
+    ``skip`` bytes at the start of each payload are not JSON (a Schema Registry header).
+    """
+    found: dict[int, str] = {}
+    for i, payload in enumerate(payloads):
+        if len(payload) - skip <= limit:
+            continue  # cannot hold more brackets than bytes
+        if payload.count(b"[", skip) + payload.count(b"{", skip) <= limit:
+            continue
+        depth = nesting_depth(memoryview(payload)[skip:], stop_above=limit)
+        if depth > limit:
+            found[i] = (f"JSON nested deeper than {limit} levels ({setting}={limit}); "
+                        "no parser is given it, as parsing it would overflow the stack")
+    return found
+
+
+def nesting_depth(text: bytes | memoryview, stop_above: int | None = None, window_bytes: int = _WINDOW) -> int:
+    """The deepest nesting of ``[`` and ``{`` outside JSON strings in ``text``.
+
+    Works on bytes that are not valid JSON too: it then measures what a parser would have
+    descended into before it failed, or more. With ``stop_above``, it returns as soon as the
+    depth passes that, with the depth found so far.
+    """
+    data = np.frombuffer(text, dtype=np.uint8)
+    depth = deepest = 0
+    in_string = False
+    backslashes = 0  # the run of backslashes that ends the window before
+    for start in range(0, len(data), window_bytes):
+        window = data[start:start + window_bytes]
+        quotes = _unescaped_quotes(window, backslashes)
+        brackets = np.flatnonzero((window == _OPEN_SQUARE) | (window == _CLOSE_SQUARE)
+                                  | (window == _OPEN_CURLY) | (window == _CLOSE_CURLY))
+        if len(brackets):
+            # A bracket is inside a string when an odd number of quotes (with the state carried in)
+            # come before it.
+            before = np.searchsorted(quotes, brackets) + int(in_string)
+            outside = brackets[(before & 1) == 0]
+            opening = (window[outside] == _OPEN_SQUARE) | (window[outside] == _OPEN_CURLY)
+            steps = np.where(opening, 1, -1).astype(np.int64)
+            if len(steps):
+                levels = np.cumsum(steps) + depth
+                deepest = max(deepest, int(levels.max()))
+                depth = int(levels[-1])
+        in_string ^= bool(len(quotes) & 1)
+        backslashes = _trailing_backslashes(window, backslashes)
+        if stop_above is not None and deepest > stop_above:
+            break
+    return deepest
+
+
+def _unescaped_quotes(window: np.ndarray, carried: int) -> np.ndarray:
+    """Positions of the ``"`` in ``window`` that are not escaped (an even run of backslashes before
+    them); ``carried`` backslashes end the window before."""
+    quotes = np.flatnonzero(window == _QUOTE)
+    slashes = np.flatnonzero(window == _BACKSLASH)
+    if not len(quotes) or (not len(slashes) and not carried):
+        return quotes
+    runs = _run_lengths(slashes, carried)
+    # The backslash just before each quote, if there is one, and the length of its run up to there.
+    at = np.searchsorted(slashes, quotes - 1)
+    hit = at < len(slashes)
+    hit[hit] = slashes[at[hit]] == quotes[hit] - 1
+    run = np.zeros(len(quotes), dtype=np.int64)
+    run[hit] = runs[at[hit]]
+    run[(quotes == 0)] = carried  # a quote first in the window: the run is the carried one
+    return quotes[(run & 1) == 0]
+
+
+def _run_lengths(slashes: np.ndarray, carried: int) -> np.ndarray:
+    """For each backslash position, how many backslashes end at it without a break (itself included)."""
+    breaks = np.ones(len(slashes), dtype=bool)
+    breaks[1:] = np.diff(slashes) != 1
+    starts = np.flatnonzero(breaks)
+    first_of_run = starts[np.cumsum(breaks) - 1]
+    lengths = np.arange(len(slashes)) - first_of_run + 1
+    if len(slashes) and slashes[0] == 0:
+        lengths[: (starts[1] if len(starts) > 1 else len(slashes))] += carried
+    return lengths
+
+
+def _trailing_backslashes(window: np.ndarray, carried: int) -> int:
+    if not len(window) or window[-1] != _BACKSLASH:
+        return 0
+    not_slash = np.flatnonzero(window != _BACKSLASH)
+    if not len(not_slash):
+        return carried + len(window)
+    return len(window) - 1 - int(not_slash[-1])
+
+
+def oversized(sizes: Sequence[int], limit: int) -> list[int]:
+    """Positions whose size is over ``limit`` bytes."""
+    array = np.fromiter(sizes, dtype=np.int64, count=len(sizes))
+    return np.flatnonzero(array > limit).tolist()

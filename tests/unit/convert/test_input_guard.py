@@ -1,0 +1,90 @@
+"""The nesting check that runs before Arrow's JSON reader: exact outside strings, across windows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tabletopic.config.input_limits import nesting_limit
+from tabletopic.convert.input_guard import nesting_depth, oversized, too_deep
+
+
+def reference_depth(text: bytes) -> int:
+    """A plain scanner: brackets outside strings; a quote after an odd run of backslashes is escaped.
+
+    On valid JSON that is what a parser descends into. Backslashes outside strings (invalid JSON)
+    escape a quote too, which may count more than a parser, which stops there, never less.
+    """
+    depth = deepest = run = 0
+    in_string = False
+    for byte in text:
+        char = chr(byte)
+        if char == '"' and run % 2 == 0:
+            in_string = not in_string
+        elif not in_string and char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif not in_string and char in "]}":
+            depth -= 1
+        run = run + 1 if char == "\\" else 0
+    return deepest
+
+
+JSONISH = st.text(alphabet='[]{}"\\ab,:', max_size=200).map(str.encode)
+
+
+@settings(max_examples=400, deadline=None)
+@given(JSONISH, st.integers(min_value=1, max_value=17))
+def test_the_depth_matches_a_plain_scanner_at_any_window(text: bytes, window: int) -> None:
+    assert nesting_depth(text, window_bytes=window) == reference_depth(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.recursive(st.none() | st.integers() | st.text(),
+                    lambda kids: st.lists(kids) | st.dictionaries(st.text(), kids), max_leaves=30))
+def test_the_depth_of_real_json_documents(value: object) -> None:
+    text = json.dumps(value).encode()
+    assert nesting_depth(text, window_bytes=7) == reference_depth(text)
+
+
+def test_brackets_inside_strings_and_escaped_quotes_do_not_count() -> None:
+    assert nesting_depth(b'{"a": "[[[[{{{{", "b": "\\"[[[["}') == 1
+    assert nesting_depth(b'["\\\\", [[1]]]') == 3  # an escaped backslash does not escape the quote
+
+
+def test_only_values_past_the_limit_are_reported() -> None:
+    deep = b'{"id": -1, "deep": ' + b"[" * 1000 + b"]" * 1000 + b"}"
+    shallow = b'{"id": 1, "s": "' + b"[" * 5000 + b'"}'
+    exact = b"[" * 1000 + b"]" * 1000
+    found = too_deep([b'{"id": 1}', deep, shallow, exact], 1000)
+    assert list(found) == [1]
+    assert "value.converter.max.nesting.depth=1000" in found[1]
+
+
+def test_a_header_is_skipped() -> None:
+    # A Schema Registry header whose id bytes happen to be brackets is not JSON.
+    assert too_deep([b"\x00[[[{" + b"[1]"], 3, skip=5) == {}
+    assert too_deep([b"\x00[[[{" + b"[[[[1]]]]"], 3, skip=5) == {0: too_deep([b"[[[[1]]]]"], 3)[0]}
+
+
+def test_an_unterminated_string_hides_what_follows_as_a_parser_would() -> None:
+    assert nesting_depth(b'{"s": "' + b"[" * 100) == 1
+
+
+def test_the_scan_stops_once_past_the_limit() -> None:
+    assert nesting_depth(b"[" * 10_000_000, stop_above=1000, window_bytes=4096) <= 4096
+
+
+def test_the_limit_setting() -> None:
+    assert nesting_limit({}) == 1000
+    assert nesting_limit({"max.nesting.depth": " 64 "}) == 64
+    for bad in ("0", "x", "20000"):
+        with pytest.raises(ValueError, match=r"max\.nesting\.depth"):
+            nesting_limit({"max.nesting.depth": bad})
+
+
+def test_oversized() -> None:
+    assert oversized([1, 10, 11, 0], 10) == [2]
