@@ -38,6 +38,7 @@ from tabletopic.ops.metrics import connector_states, new_registry
 from tabletopic.registry.service import RegistryStartError, SchemaRegistryService
 from tabletopic.rest.connect_api import ConnectApi
 from tabletopic.write.jvm_classpath import JavaNotFoundError, build_classpath
+from tabletopic.write.jvm_liveness import JvmLiveness
 from tabletopic.write.spark_session import SparkRuntime
 
 log = structlog.get_logger(__name__)
@@ -63,6 +64,7 @@ class Daemon:
         self.mode = mode
         self.spark = spark or SparkRuntime(worker.spark_conf, lake=worker.lake_jars)
         self._owns_spark = spark is None
+        self.jvm_liveness = JvmLiveness(self.spark)
         self.kafka = KafkaClients(worker.bootstrap_servers, worker.raw)
         self.registry = new_registry(lambda: self.spark.jvm if self.spark.started else None)
         self._board_factory = board or (lambda worker_id: LocalStatusBoard())
@@ -217,10 +219,10 @@ class Daemon:
         if self._fatal is not None and not self._fatal.done():
             self._fatal.set_result(code)
 
-    def _alive(self) -> tuple[bool, dict[str, Any]]:
-        code = self.spark.jvm_exit()
-        if code is not None:
-            return False, {"status": "down", "reason": f"the Spark driver JVM exited with code {code}"}
+    async def _alive(self) -> tuple[bool, dict[str, Any]]:
+        why = await self.jvm_liveness.check()
+        if why is not None:
+            return False, {"status": "down", "reason": why}
         return True, {"status": "ok"}
 
     def _ready(self) -> tuple[bool, dict[str, Any]]:
@@ -259,6 +261,7 @@ class Daemon:
         await self.store.stop()
         if self.http is not None:
             await self.http.stop()
+        self.jvm_liveness.close()
         if self.schema_registry is not None:
             await asyncio.to_thread(self.schema_registry.stop)
         if self._owns_spark and self.spark.jvm_exit() is None:

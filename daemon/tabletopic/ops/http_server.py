@@ -6,7 +6,7 @@ Spark starts, and ``/ready`` says which start-up step is under way.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlparse
 
@@ -16,11 +16,16 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from tabletopic.ops.listener_security import ListenerSecurity
 
 Probe = Callable[[], tuple[bool, dict[str, Any]]]
+AsyncProbe = Callable[[], Awaitable[tuple[bool, dict[str, Any]]]]
+
+
+async def _always_alive() -> tuple[bool, dict[str, Any]]:
+    return True, {"status": "ok"}
 
 
 class HttpServer:
     def __init__(self, listener: str, registry: CollectorRegistry, security: ListenerSecurity | None = None,
-                 alive: Probe = lambda: (True, {"status": "ok"}), ready: Probe = lambda: (True, {"status": "ready"}),
+                 alive: AsyncProbe = _always_alive, ready: Probe = lambda: (True, {"status": "ready"}),
                  routes: Callable[[web.Application], None] | None = None) -> None:
         parsed = urlparse(listener)
         self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port if parsed.port is not None else 8083
@@ -57,7 +62,7 @@ class HttpServer:
             self._runner = None
 
     async def _health(self, _: web.Request) -> web.Response:
-        ok, body = self._alive()
+        ok, body = await self._alive()  # asked now, never a flag set earlier: see write/jvm_liveness.py
         return web.json_response(body, status=200 if ok else 503)
 
     async def _ready(self, _: web.Request) -> web.Response:

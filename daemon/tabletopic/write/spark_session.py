@@ -115,6 +115,13 @@ class SparkRuntime:
         proc = getattr(SparkContext._gateway, "proc", None)
         return None if proc is None else proc.poll()
 
+    def ping(self) -> None:
+        """A trivial call through the gateway; raises if the JVM does not answer. Takes no lock: it must
+        answer while other threads use the session."""
+        session = self._session
+        if session is not None:
+            session.sparkContext._jvm.java.lang.System.nanoTime()
+
     def jvm_pid(self) -> int | None:
         proc = getattr(SparkContext._gateway, "proc", None)
         return None if proc is None else int(proc.pid)
