@@ -52,6 +52,7 @@ def convert_isolating(convert: Callable[[Sequence[bytes]], ConvertResult], data:
         result = convert_isolating(convert, piece)
         out.parts += [Converted(p.table, p.indexes + start) for p in result.parts]
         out.failures += [Failure(f.index + start, f.reason) for f in result.failures]
+        out.nulls += [i + start for i in result.nulls]
     return out
 
 

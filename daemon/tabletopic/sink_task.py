@@ -13,7 +13,6 @@ source of truth, see :meth:`on_assigned`).
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -29,17 +28,13 @@ from tabletopic.commit.table_commits import TableCommits
 from tabletopic.commit.table_committer import TableCommitter
 from tabletopic.commit.worker import WriteResult
 from tabletopic.config.connector import ConnectorConfig
-from tabletopic.convert.change_kind import ChangeKinds
-from tabletopic.convert.converter import Converter, load_converter
-from tabletopic.convert.key_rows import key_columns, tombstone_deletes
 from tabletopic.convert.records import RawRecords, SinkRecords
 from tabletopic.failed_records import FailedRecords, RecordFailure
-from tabletopic.isolation import SystemUnavailable, apply_isolating, convert_isolating
+from tabletopic.isolation import SystemUnavailable, apply_isolating
 from tabletopic.kafka_clients import KafkaClients
 from tabletopic.maintain.maintainer import Maintainer
 from tabletopic.ops.metrics import SinkMetrics
-from tabletopic.route.router import Router
-from tabletopic.transform.chain import TransformChain, TransformError
+from tabletopic.staging import Staging, payload_sizes
 from tabletopic.write.file_writer import FileWriter
 from tabletopic.write.iceberg_tables import (
     JAVA_ERRORS,
@@ -60,22 +55,13 @@ GroupOffsets = Callable[[list[TopicPartition]], Awaitable[dict[TopicPartition, i
 T = TypeVar("T")
 
 
-def _sizes(payloads: list[bytes | None]) -> np.ndarray:
-    return np.fromiter((len(p) if p is not None else 0 for p in payloads), dtype=np.int64, count=len(payloads))
-
-
 class SinkTask:
     def __init__(self, config: ConnectorConfig, clients: KafkaClients, spark: SparkRuntime,
                  metrics: SinkMetrics) -> None:
         self.config = config
         self.metrics = metrics
         self.log = log.bind(connector=config.name)
-        self.value_converter: Converter = load_converter(config.value_converter, is_key=False)
-        self.key_converter: Converter = load_converter(config.key_converter, is_key=True)
-        self.transforms = TransformChain(config.transforms)
-        self.router = Router(config)
-        self._change_kinds: dict[str | None, ChangeKinds] = {}  # by cdc field: keyed tables may differ in it
-        self._may_key = config.may_key
+        self.staging = Staging(config)
         self.tables = IcebergTables(spark, config)
         self.table_commits = TableCommits(
             self.tables, TableCommitter(lambda: spark.jvm, config.name, config.group_id,
@@ -141,14 +127,14 @@ class SinkTask:
             return  # fetched before a revocation; the new owner reads it
         position = self.ledger.position(tp)
         self.active_topics.add(raw.topic)
-        value_sizes, key_sizes = _sizes(raw.values), _sizes(raw.keys)
+        value_sizes, key_sizes = payload_sizes(raw.values), payload_sizes(raw.keys)
         self.metrics.records_consumed.labels(topic=raw.topic).inc(len(raw))
         self.metrics.bytes_consumed.labels(topic=raw.topic).inc(int(value_sizes.sum() + key_sizes.sum()))
         if not await self._still_continues(tp, position):
             return
         try:
             with self.metrics.timed("convert"):
-                failures, staged = self._stage(raw, self._too_large(value_sizes, key_sizes))
+                failures, staged = self._stage(raw, value_sizes, key_sizes)
         except SystemUnavailable as exc:
             # Not the records' fault: nothing is dead-lettered, the position stays, and the partition
             # is read again from the first record not taken.
@@ -211,66 +197,19 @@ class SinkTask:
                          failures=self._system_failures, retry_in_s=backoff)
         await asyncio.sleep(backoff)
 
-    def _too_large(self, value_sizes: np.ndarray, key_sizes: np.ndarray) -> list[RecordFailure]:
-        """Records whose key or value no converter may see: over tabletopic.input.max-value-bytes."""
-        limit = self.config.max_value_bytes
-        return [RecordFailure("convert", int(i), f"{what} of {int(sizes[i]):,} bytes is over "
-                              f"tabletopic.input.max-value-bytes ({limit:,}); it was not parsed")
-                for what, sizes in (("value", value_sizes), ("key", key_sizes))
-                for i in np.flatnonzero(sizes > limit)]
-
-    def _stage(self, raw: RawRecords, refused: list[RecordFailure]) -> tuple[list[RecordFailure],
-                                                                             dict[str, list[SinkRecords]]]:
-        """Convert, transform, route and shape the records: what fails, and what goes to each table.
-
-        ``refused`` records fail without being parsed. A stage that raises for one record's sake
-        fails that record alone (see isolation.py).
-        """
-        failures: list[RecordFailure] = list(refused)
-        staged: dict[str, list[SinkRecords]] = {}
-
-        def failed(stage: str) -> Callable[[int, str], None]:
-            return lambda row, why: failures.append(RecordFailure(stage, row, why))
-
-        for converted, tombstones in self._convert(raw, failures):
-            pieces = [converted]
-            if not tombstones and self.transforms:
-                try:
-                    pieces = apply_isolating(self.transforms.apply, converted, failed("transform"))
-                except TransformError as exc:
-                    failures.extend(RecordFailure("transform", int(r), str(exc)) for r in converted.rows)
-                    continue
-            for records in pieces:
-                if not len(records):
-                    continue
-                route = functools.partial(self.router.route, tombstones=tombstones)
-                for routed in apply_isolating(route, records, failed("route")):
-                    failures.extend(RecordFailure("route", f.index, f.reason) for f in routed.failures)
-                    for table, subset in routed.by_table.items():
-                        for changes in self._changes(table, subset, tombstones, failures):
-                            self._shape(table, changes, failures, staged)
+    def _stage(self, raw: RawRecords, value_sizes: np.ndarray,
+               key_sizes: np.ndarray) -> tuple[list[RecordFailure], dict[str, list[SinkRecords]]]:
+        """Stage the records (see staging.py) and shape each table's changes to it: what fails, and what
+        goes to each table."""
+        staged = self.staging.stage(raw, value_sizes, key_sizes)
+        failures = staged.failures
+        shaped: dict[str, list[SinkRecords]] = {}
+        for table, changes in staged.changes.items():
+            for change in changes:
+                self._shape(table, change, failures, shaped)
         # A record routed to several tables may fail in each: it is one bad record, told once.
         first = {f.index: f for f in reversed(failures)}
-        return sorted(first.values(), key=lambda f: f.index), staged
-
-    def _changes(self, table: str, records: SinkRecords, tombstones: bool,
-                 failures: list[RecordFailure]) -> list[SinkRecords]:
-        """What ``records`` change in ``table``: appended rows, or, when the table is keyed (its own
-        upsert and cdc-field keys, or the connector's), upserts and deletes by its id columns."""
-        settings = self.config.table(table)
-        if tombstones:
-            # A tombstone deletes its key from a keyed table; in an append table it carries nothing.
-            return [key_columns(records, settings.id_columns)] if settings.keyed else []
-        if not settings.keyed:
-            return [records]
-        kinds = self._change_kinds.get(settings.cdc_field)
-        if kinds is None:
-            kinds = self._change_kinds[settings.cdc_field] = ChangeKinds(settings.cdc_field,
-                                                                         self.config.case_insensitive)
-        classified = apply_isolating(kinds.classify, records,
-                                     lambda row, why: failures.append(RecordFailure("transform", row, why)))
-        failures.extend(RecordFailure("transform", f.index, f.reason) for _, fs in classified for f in fs)
-        return [kept for kept, _ in classified if len(kept)]
+        return sorted(first.values(), key=lambda f: f.index), shaped
 
     def _shape(self, table: str, subset: SinkRecords, failures: list[RecordFailure],
                staged: dict[str, list[SinkRecords]]) -> None:
@@ -283,32 +222,6 @@ class SinkTask:
         for parts, schema_failures in prepared:
             failures.extend(RecordFailure("schema", f.index, f.reason) for f in schema_failures)
             staged.setdefault(table, []).extend(parts)
-
-    def _convert(self, raw: RawRecords, failures: list[RecordFailure]) -> list[tuple[SinkRecords, bool]]:
-        """Converted rows, each with whether they are tombstone deletes; records already in ``failures``
-        are not converted."""
-        refused = {f.index for f in failures}
-        present = [i for i, v in enumerate(raw.values) if v is not None and i not in refused]
-        out: list[tuple[SinkRecords, bool]] = []
-        if present:
-            result = convert_isolating(lambda values: self.value_converter.convert(raw.topic, values),
-                                       [raw.values[i] for i in present])
-            failures.extend(RecordFailure("convert", present[f.index], f.reason) for f in result.failures)
-            position = np.asarray(present, dtype=np.int64)
-            offsets = np.asarray(raw.offsets, dtype=np.int64)
-            stamps = np.asarray(raw.timestamps, dtype=np.int64)
-            for part in result.parts:
-                rows = position[part.indexes]
-                out.append((SinkRecords(raw.topic, raw.partition, part.table, offsets[rows], stamps[rows], rows),
-                            False))
-        absent = [i for i, v in enumerate(raw.values) if v is None and i not in refused] if self._may_key else []
-        if absent:
-            # After the values: they may create the table these deletes apply to. The buffer
-            # orders rows by offset again before the last change per key is chosen.
-            deletes, key_failures = tombstone_deletes(raw, absent, self.key_converter)
-            failures.extend(RecordFailure("convert", f.index, f.reason) for f in key_failures)
-            out.extend((d, True) for d in deletes)
-        return out
 
     @property
     def over_memory(self) -> bool:

@@ -37,6 +37,8 @@ class Failure:
 class ConvertResult:
     parts: list[Converted] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
+    # Values that convert to null, as Connect's converters read JSON ``null``: tombstones, not rows.
+    nulls: list[int] = field(default_factory=list)
 
     @classmethod
     def single(cls, table: pa.Table, indexes: Sequence[int] | np.ndarray) -> ConvertResult:
@@ -47,7 +49,8 @@ class ConvertResult:
         ``i``), with ``failures`` of the items left out of the subset."""
         where = np.asarray(positions, dtype=np.int64)
         out = ConvertResult([Converted(p.table, where[p.indexes]) for p in self.parts],
-                            [Failure(int(where[f.index]), f.reason) for f in self.failures] + list(failures))
+                            [Failure(int(where[f.index]), f.reason) for f in self.failures] + list(failures),
+                            [int(where[i]) for i in self.nulls])
         out.failures.sort(key=lambda f: f.index)
         return out
 
@@ -66,7 +69,8 @@ class Converter(Protocol):
     def configure(self, props: Mapping[str, str], is_key: bool) -> None: ...
 
     def convert(self, topic: str, data: Sequence[bytes]) -> ConvertResult:
-        """Convert non-null payloads; ``data`` never holds None (tombstones are handled upstream)."""
+        """Convert non-null payloads; ``data`` never holds None (tombstones are handled upstream). Each
+        position ends in exactly one of the result's parts, failures or nulls."""
         ...
 
 

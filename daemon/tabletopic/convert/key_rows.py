@@ -7,21 +7,25 @@ id column.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
 
-from tabletopic.convert.converter import Converter, Failure
+from tabletopic.convert.converter import ConvertResult, Failure
 from tabletopic.convert.records import DELETE, RawRecords, SinkRecords
 
 
 def tombstone_deletes(raw: RawRecords, positions: list[int],
-                      converter: Converter) -> tuple[list[SinkRecords], list[Failure]]:
+                      convert: Callable[[Sequence[bytes]], ConvertResult]) -> tuple[list[SinkRecords], list[Failure]]:
+    """Deletes by key for the tombstones at ``positions``; ``convert`` turns keys into rows."""
     keyed = [i for i in positions if raw.keys[i] is not None]
     failures = [Failure(i, "a tombstone without a key cannot delete anything") for i in positions
                 if raw.keys[i] is None]
     if not keyed:
         return [], failures
-    result = converter.convert(raw.topic, [k for k in (raw.keys[i] for i in keyed) if k is not None])
+    result = convert([k for k in (raw.keys[i] for i in keyed) if k is not None])
     failures += [Failure(keyed[f.index], f"tombstone key: {f.reason}") for f in result.failures]
+    failures += [Failure(keyed[i], "tombstone key is null: it names no row to delete") for i in result.nulls]
     offsets = np.asarray(raw.offsets, dtype=np.int64)
     stamps = np.asarray(raw.timestamps, dtype=np.int64)
     out = []

@@ -1,0 +1,136 @@
+"""One fetch's records staged for the tables: convert → transform → route → which change each is.
+
+Pure: no table, no JVM, no broker. What comes out is, for each table, the rows to
+conform to it (``SinkTask`` shapes them to the table and buffers them) and, for every
+record that could not be staged, a :class:`RecordFailure` for ``errors.tolerance``.
+Every record ends in exactly one of the two, or is left out by a documented rule
+(a tombstone for an append table, a record no ``route-regex`` matches); the fuzz tests
+hold it to that.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tabletopic.config.connector import ConnectorConfig
+from tabletopic.convert.change_kind import ChangeKinds
+from tabletopic.convert.converter import Converter, load_converter
+from tabletopic.convert.key_rows import key_columns, tombstone_deletes
+from tabletopic.convert.records import RawRecords, SinkRecords
+from tabletopic.failed_records import RecordFailure
+from tabletopic.isolation import apply_isolating, convert_isolating
+from tabletopic.route.router import Router
+from tabletopic.transform.chain import TransformChain, TransformError
+
+
+@dataclass
+class Staged:
+    failures: list[RecordFailure] = field(default_factory=list)
+    changes: dict[str, list[SinkRecords]] = field(default_factory=dict)  # by table, in routing order
+    tombstones: list[int] = field(default_factory=list)  # null values, or values that convert to null
+
+
+def payload_sizes(payloads: list[bytes | None]) -> np.ndarray:
+    return np.fromiter((len(p) if p is not None else 0 for p in payloads), dtype=np.int64, count=len(payloads))
+
+
+class Staging:
+    def __init__(self, config: ConnectorConfig) -> None:
+        self.config = config
+        self.value_converter: Converter = load_converter(config.value_converter, is_key=False)
+        self.key_converter: Converter = load_converter(config.key_converter, is_key=True)
+        self.transforms = TransformChain(config.transforms)
+        self.router = Router(config)
+        self._change_kinds: dict[str | None, ChangeKinds] = {}  # by cdc field: keyed tables may differ in it
+
+    def stage(self, raw: RawRecords, value_sizes: np.ndarray | None = None,
+              key_sizes: np.ndarray | None = None) -> Staged:
+        """Stage ``raw``; a stage that raises for one record's sake fails that record alone (see
+        isolation.py). The sizes, if the caller has them, save measuring the payloads again."""
+        staged = Staged(failures=self._too_large(payload_sizes(raw.values) if value_sizes is None else value_sizes,
+                                                 payload_sizes(raw.keys) if key_sizes is None else key_sizes))
+        failures = staged.failures
+
+        def failed(stage: str) -> Callable[[int, str], None]:
+            return lambda row, why: failures.append(RecordFailure(stage, row, why))
+
+        for converted, tombstones in self._convert(raw, failures, staged.tombstones):
+            pieces = [converted]
+            if not tombstones and self.transforms:
+                try:
+                    pieces = apply_isolating(self.transforms.apply, converted, failed("transform"))
+                except TransformError as exc:
+                    failures.extend(RecordFailure("transform", int(r), str(exc)) for r in converted.rows)
+                    continue
+            for records in pieces:
+                if not len(records):
+                    continue
+                route = functools.partial(self.router.route, tombstones=tombstones)
+                for routed in apply_isolating(route, records, failed("route")):
+                    failures.extend(RecordFailure("route", f.index, f.reason) for f in routed.failures)
+                    for table, subset in routed.by_table.items():
+                        staged.changes.setdefault(table, []).extend(self._changes(table, subset, tombstones,
+                                                                                  failures))
+        return staged
+
+    def _too_large(self, value_sizes: np.ndarray, key_sizes: np.ndarray) -> list[RecordFailure]:
+        """Records whose key or value no converter may see: over tabletopic.input.max-value-bytes."""
+        limit = self.config.max_value_bytes
+        return [RecordFailure("convert", int(i), f"{what} of {int(sizes[i]):,} bytes is over "
+                              f"tabletopic.input.max-value-bytes ({limit:,}); it was not parsed")
+                for what, sizes in (("value", value_sizes), ("key", key_sizes))
+                for i in np.flatnonzero(sizes > limit)]
+
+    def _convert(self, raw: RawRecords, failures: list[RecordFailure],
+                 tombstones: list[int]) -> list[tuple[SinkRecords, bool]]:
+        """Converted rows, each with whether they are tombstone deletes; records already in ``failures``
+        are not converted. The positions of the tombstones (null values, and values the converter reads
+        as null) go into ``tombstones``."""
+        refused = {f.index for f in failures}
+        present = [i for i, v in enumerate(raw.values) if v is not None and i not in refused]
+        tombstones += [i for i, v in enumerate(raw.values) if v is None and i not in refused]
+        out: list[tuple[SinkRecords, bool]] = []
+        if present:
+            result = convert_isolating(lambda values: self.value_converter.convert(raw.topic, values),
+                                       [raw.values[i] for i in present])
+            failures.extend(RecordFailure("convert", present[f.index], f.reason) for f in result.failures)
+            tombstones += [present[i] for i in result.nulls]
+            position = np.asarray(present, dtype=np.int64)
+            offsets = np.asarray(raw.offsets, dtype=np.int64)
+            stamps = np.asarray(raw.timestamps, dtype=np.int64)
+            for part in result.parts:
+                rows = position[part.indexes]
+                out.append((SinkRecords(raw.topic, raw.partition, part.table, offsets[rows], stamps[rows], rows),
+                            False))
+        absent = sorted(tombstones) if self.config.may_key else []
+        if absent:
+            # After the values: they may create the table these deletes apply to. The buffer
+            # orders rows by offset again before the last change per key is chosen.
+            deletes, key_failures = tombstone_deletes(raw, absent, lambda keys: convert_isolating(
+                lambda some: self.key_converter.convert(raw.topic, some), keys))
+            failures.extend(RecordFailure("convert", f.index, f.reason) for f in key_failures)
+            out.extend((d, True) for d in deletes)
+        return out
+
+    def _changes(self, table: str, records: SinkRecords, tombstones: bool,
+                 failures: list[RecordFailure]) -> list[SinkRecords]:
+        """What ``records`` change in ``table``: appended rows, or, when the table is keyed (its own
+        upsert and cdc-field keys, or the connector's), upserts and deletes by its id columns."""
+        settings = self.config.table(table)
+        if tombstones:
+            # A tombstone deletes its key from a keyed table; in an append table it carries nothing.
+            return [key_columns(records, settings.id_columns)] if settings.keyed else []
+        if not settings.keyed:
+            return [records]
+        kinds = self._change_kinds.get(settings.cdc_field)
+        if kinds is None:
+            kinds = self._change_kinds[settings.cdc_field] = ChangeKinds(settings.cdc_field,
+                                                                         self.config.case_insensitive)
+        classified = apply_isolating(kinds.classify, records,
+                                     lambda row, why: failures.append(RecordFailure("transform", row, why)))
+        failures.extend(RecordFailure("transform", f.index, f.reason) for _, fs in classified for f in fs)
+        return [kept for kept, _ in classified if len(kept)]
