@@ -13,6 +13,7 @@ from typing import Protocol
 
 from tabletopic.config.connector import TRANSFORM_GROUP, PluginSpec, available_plugins
 from tabletopic.convert.records import SinkRecords
+from tabletopic.isolation import RECORD_ERRORS
 
 
 class Transform(Protocol):
@@ -27,6 +28,11 @@ class TransformError(Exception):
     def __init__(self, alias: str, cause: Exception) -> None:
         super().__init__(f"transform {alias!r} failed: {cause}")
         self.alias = alias
+
+
+class TransformRecordError(TransformError, ValueError):
+    """A transform raised for a record's content: as a ValueError, isolation.py finds the records that
+    raise, and the others go on."""
 
 
 class TransformChain:
@@ -45,6 +51,8 @@ class TransformChain:
         for alias, transform in self._steps:
             try:
                 records = transform.apply(records)
+            except RECORD_ERRORS as exc:
+                raise TransformRecordError(alias, exc) from exc
             except Exception as exc:  # a plugin may raise anything; name it for the operator
                 raise TransformError(alias, exc) from exc
             if not len(records):

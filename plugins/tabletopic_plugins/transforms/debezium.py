@@ -55,6 +55,8 @@ class DebeziumTransform:
             else parts["table"]
         ts = table.column("ts_ms").combine_chunks() if "ts_ms" in table.column_names else \
             pa.array(records.timestamps, pa.int64())
+        if pa.types.is_floating(ts.type):  # a batch with a fractional ts_ms elsewhere; whole ones still fit
+            ts = pc.cast(ts, pa.int64())
         cdc = pa.StructArray.from_arrays(
             [kinds, pc.cast(pc.cast(ts, pa.timestamp("ms", tz="UTC")), pa.timestamp("us", tz="UTC")),
              source_name, self._target(parts, len(table))],
@@ -63,18 +65,25 @@ class DebeziumTransform:
 
     @staticmethod
     def _image(table: pa.Table, is_delete: np.ndarray) -> pa.Table:
-        after = table.column("after").combine_chunks() if "after" in table.column_names else None
-        before = table.column("before").combine_chunks() if "before" in table.column_names else None
+        """The row each event leaves: ``after``, or ``before`` for a delete, field by field by name (the
+        two images may list their fields in different orders, or one may lack a field)."""
+        after, before = _image_column(table, "after"), _image_column(table, "before")
         base = after if after is not None else before
-        assert base is not None
+        if base is None:
+            raise ValueError("a Debezium event needs a before or an after image; both are null")
         names = [base.type.field(i).name for i in range(base.type.num_fields)]
+        if base is after and before is not None:
+            names += [before.type.field(i).name for i in range(before.type.num_fields)
+                      if before.type.field(i).name not in names]
+        if not names:
+            raise ValueError("a Debezium event's image has no fields")
         columns = []
         mask = pa.array(is_delete)
-        for i, _ in enumerate(names):
-            new = after.field(i) if after is not None else None
-            old = before.field(i) if before is not None else None
+        for name in names:
+            new = after.field(name) if after is not None and after.type.get_field_index(name) >= 0 else None
+            old = before.field(name) if before is not None and before.type.get_field_index(name) >= 0 else None
             if new is None:
-                columns.append(old)
+                columns.append(old if old is not None else pa.nulls(len(table)))
             elif old is None or not is_delete.any():
                 columns.append(new)
             else:
@@ -83,6 +92,8 @@ class DebeziumTransform:
 
     @staticmethod
     def _source_field(source: pa.Array, name: str) -> pa.Array | None:
+        if not pa.types.is_struct(source.type):
+            raise ValueError(f"a Debezium event's source must be an object, not {source.type}")
         fields = [source.type.field(i).name for i in range(source.type.num_fields)]
         return pc.cast(pc.struct_field(source, name), pa.string()) if name in fields else None
 
@@ -101,3 +112,15 @@ class DebeziumTransform:
         if len(arrays) == 1:
             return arrays[0]
         return pc.binary_join_element_wise(*arrays, "")
+
+
+def _image_column(table: pa.Table, name: str) -> pa.StructArray | None:
+    """The ``before`` or ``after`` image, or None where the batch has none (absent, or null in every event)."""
+    if name not in table.column_names:
+        return None
+    column = table.column(name).combine_chunks()
+    if column.null_count == len(column):  # of any type: the batch it was read with may have widened it
+        return None
+    if not pa.types.is_struct(column.type):
+        raise ValueError(f"a Debezium event's {name} image must be an object, not {column.type}")
+    return column
