@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pyarrow as pa
 
 _OPEN_SQUARE, _CLOSE_SQUARE, _OPEN_CURLY, _CLOSE_CURLY = 0x5B, 0x5D, 0x7B, 0x7D
 _QUOTE, _BACKSLASH = 0x22, 0x5C
@@ -116,6 +117,36 @@ def _trailing_backslashes(window: np.ndarray, carried: int) -> int:
     if not len(not_slash):
         return carried + len(window)
     return len(window) - 1 - int(not_slash[-1])
+
+
+def not_utf8(payloads: Sequence[bytes]) -> dict[int, str]:
+    """The positions of ``payloads`` that are not UTF-8, each with its reason.
+
+    JSON text is UTF-8, and Jackson refuses anything else; Arrow's JSON reader does not check
+    string values, and a key that is not UTF-8 breaks every later use of its column's name. The
+    whole batch is checked at once (Arrow's validation, on the joined bytes); only a batch that
+    fails is looked at value by value.
+    """
+    if not payloads:
+        return {}
+    joined = b"".join(payloads)
+    lengths = np.fromiter((len(p) for p in payloads), dtype=np.int64, count=len(payloads))
+    offsets = np.zeros(len(payloads) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    strings = pa.Array.from_buffers(pa.large_string(), len(payloads),
+                                    [None, pa.py_buffer(offsets), pa.py_buffer(joined)])
+    try:
+        strings.validate(full=True)
+        return {}
+    except pa.ArrowInvalid:
+        pass
+    found = {}
+    for i, payload in enumerate(payloads):
+        try:
+            payload.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            found[i] = f"not valid JSON: not UTF-8 ({exc.reason} at byte {exc.start})"
+    return found
 
 
 def oversized(sizes: Sequence[int], limit: int) -> list[int]:

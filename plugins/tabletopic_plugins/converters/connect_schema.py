@@ -75,6 +75,11 @@ def compile_schema(schema: Any) -> Node:
         return Node(pa.string(), pa.binary(), optional, "bytes", needs_finish=True)
     if kind == "struct":
         children = [(f["field"], compile_schema(f)) for f in schema.get("fields", [])]
+        names = [n for n, _ in children]
+        if len(set(names)) != len(names):
+            # Connect's SchemaBuilder refuses it too; Arrow's JSON reader would crash on such a schema.
+            twice = sorted({n for n in names if names.count(n) > 1})
+            raise SchemaError(f"a struct names the field(s) {twice} more than once")
         wire = pa.struct([pa.field(n, c.wire) for n, c in children])
         final = pa.struct([c.field(n, top_level=False) for n, c in children])
         return Node(wire, final, optional, "struct", children,

@@ -21,7 +21,7 @@ import pyarrow.json as pj
 
 from tabletopic.config.input_limits import nesting_limit, setting_name
 from tabletopic.convert.converter import Converted, ConvertResult, Failure, guarded
-from tabletopic.convert.input_guard import too_deep
+from tabletopic.convert.input_guard import not_utf8, too_deep
 from tabletopic_plugins.converters.connect_schema import (
     TIMESTAMP_TYPE,
     Node,
@@ -52,24 +52,27 @@ class JsonConverter:
     def convert(self, topic: str, data: Sequence[bytes]) -> ConvertResult:
         # Before Arrow's reader sees anything: it recurses on the C stack (see input_guard.py).
         convert = self._convert_enveloped if self.schemas_enable else _convert_schemaless
-        return guarded(data, too_deep(data, self.max_depth, setting=self._depth_setting), convert)
+        return guarded(data, {**not_utf8(data), **too_deep(data, self.max_depth, setting=self._depth_setting)},
+                       convert)
 
     # -- schemas.enable=true ------------------------------------------------------------------
     def _convert_enveloped(self, data: Sequence[bytes]) -> ConvertResult:
         groups: dict[bytes, tuple[list[int], list[bytes]]] = {}
-        failures: list[Failure] = []
+        result = ConvertResult()
         for i, value in enumerate(data):
             split = _split_envelope(value)
             if split is None:
-                failures.append(Failure(i, _why_not_envelope(value)))
+                result.failures.append(Failure(i, _why_not_envelope(value)))
                 continue
             schema_bytes, payload = split
+            if payload.strip() == b"null":
+                result.nulls.append(i)  # Connect's JsonConverter: a null value, whatever the schema
+                continue
             entry = groups.get(schema_bytes)
             if entry is None:
                 entry = groups[schema_bytes] = ([], [])
             entry[0].append(i)
             entry[1].append(payload)
-        result = ConvertResult(failures=failures)
         for schema_bytes, (indexes, payloads) in groups.items():
             node = self._node(schema_bytes)
             if isinstance(node, SchemaError):
@@ -128,6 +131,14 @@ def _convert_group(node: Node, indexes: list[int], payloads: list[bytes], result
     primitive = node.kind != "struct"
     if node.needs_python or primitive:
         _convert_python(node, indexes, payloads, result, primitive)
+        return
+    if not all(p[:1] == b"{" and b"\n" not in p and b"\r" not in p for p in payloads):
+        # Only one-line objects go to Arrow's reader (see _convert_schemaless); the rest, one by one.
+        fast = [j for j, p in enumerate(payloads) if p[:1] == b"{" and b"\n" not in p and b"\r" not in p]
+        slow = sorted(set(range(len(payloads))) - set(fast))
+        _convert_python(node, [indexes[j] for j in slow], [payloads[j] for j in slow], result, primitive)
+        if fast:
+            _convert_group(node, [indexes[j] for j in fast], [payloads[j] for j in fast], result)
         return
     try:
         table = _read(payloads, pa.schema([pa.field(n, c.wire) for n, c in node.children]))
@@ -200,25 +211,39 @@ def _finish_top(node: Node, table: pa.Table, indexes: np.ndarray, result: Conver
 # -- schemas.enable=false ---------------------------------------------------------------------
 def _convert_schemaless(data: Sequence[bytes]) -> ConvertResult:
     result = ConvertResult()
-    indexes = [i for i, v in enumerate(data) if b"\n" not in v and b"\r" not in v]
-    compact = set(indexes)
-    # Multi-line JSON would break the newline-delimited buffer: re-serialise it compactly.
-    payloads = [data[i] for i in indexes]
+    indexes: list[int] = []
+    payloads: list[bytes] = []
     for i, value in enumerate(data):
-        if i not in compact:
-            try:
-                payloads.append(json.dumps(json.loads(value), separators=(",", ":")).encode())
-                indexes.append(i)
-            except (ValueError, UnicodeDecodeError) as exc:
-                result.failures.append(Failure(i, f"not valid JSON: {exc}"))
-    if len(indexes) != len(data) - len(result.failures):  # pragma: no cover - bookkeeping guard
-        raise AssertionError("lost records while compacting JSON")
+        if value[:1] == b"{" and b"\n" not in value and b"\r" not in value:
+            indexes.append(i)
+            payloads.append(value)
+            continue
+        # Anything else is parsed here first. Arrow's reader must never see a value that is not one
+        # object on one line: a newline would cut it, and a buffer of nulls alone crashes it.
+        try:
+            doc = json.loads(value)
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            result.failures.append(Failure(i, f"not valid JSON: {exc}"))
+            continue
+        if doc is None:
+            result.nulls.append(i)  # Connect's JsonConverter reads null as a null value: a tombstone
+        elif isinstance(doc, dict):
+            indexes.append(i)
+            payloads.append(json.dumps(doc, separators=(",", ":")).encode())
+        else:
+            result.failures.append(Failure(i, f"schemaless JSON must be an object, got {_json_type(doc)}"))
     order = np.argsort(np.asarray(indexes, dtype=np.int64), kind="stable")
     indexes = [indexes[j] for j in order]
     payloads = [payloads[j] for j in order]
     _infer_group(indexes, payloads, result)
     result.failures.sort(key=lambda f: f.index)
     return result
+
+
+def _json_type(doc: Any) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
+             float: "a number"}
+    return names.get(type(doc), type(doc).__name__)
 
 
 def _infer_group(indexes: list[int], payloads: list[bytes], result: ConvertResult) -> None:
@@ -243,7 +268,7 @@ def _schemaless_reason(payload: bytes, exc: Exception) -> str:
     except (ValueError, UnicodeDecodeError) as err:
         return f"not valid JSON: {err}"
     if not isinstance(value, dict):
-        return f"schemaless JSON must be an object, got {type(value).__name__}"
+        return f"schemaless JSON must be an object, got {_json_type(value)}"
     return f"cannot convert JSON object: {exc}"
 
 

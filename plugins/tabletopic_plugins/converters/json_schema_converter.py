@@ -42,6 +42,7 @@ class JsonSchemaConverter:
         self._depth_setting = setting_name(is_key)
 
     def convert(self, topic: str, data: Sequence[bytes]) -> ConvertResult:
+        # json.loads checks the encoding itself; the depth is bounded before it recurses.
         return guarded(data, too_deep(data, self.max_depth, skip=_HEADER, setting=self._depth_setting), self._convert)
 
     def _convert(self, data: Sequence[bytes]) -> ConvertResult:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tabletopic.config.input_limits import nesting_limit
-from tabletopic.convert.input_guard import nesting_depth, oversized, too_deep
+from tabletopic.convert.input_guard import nesting_depth, not_utf8, oversized, too_deep
 
 
 def reference_depth(text: bytes) -> int:
@@ -88,3 +88,11 @@ def test_the_limit_setting() -> None:
 
 def test_oversized() -> None:
     assert oversized([1, 10, 11, 0], 10) == [2]
+
+
+def test_values_that_are_not_utf8_are_found_in_a_batch() -> None:
+    batch = [b'{"a": "ok"}', b'{"a": "\xff"}', b'{"\xf2x": 1}', "{\"a\": \"é\"}".encode(), b""]
+    found = not_utf8(batch)
+    assert sorted(found) == [1, 2]
+    assert "not UTF-8" in found[1]
+    assert not_utf8([b'{"a": 1}'] * 3) == {} and not_utf8([]) == {}
