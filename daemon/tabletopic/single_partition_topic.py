@@ -57,7 +57,9 @@ class SinglePartitionTopic:
                                                 **({} if self._max_bytes is None else
                                                    {"max_request_size": self._max_bytes}))
         await self._producer.start()
-        self._consumer = self._clients.consumer(enable_auto_commit=False, group_id=None,
+        # A short long-poll: a ListOffsets request (catch_up) waits behind the fetch in flight on the same
+        # connection, so aiokafka's 500 ms default made every registry miss and catch-up take 0.5 s.
+        self._consumer = self._clients.consumer(enable_auto_commit=False, group_id=None, fetch_max_wait_ms=50,
                                                 auto_offset_reset="latest" if from_end else "earliest", **sizes)
         await self._consumer.start()
         self._consumer.assign([self.tp])
