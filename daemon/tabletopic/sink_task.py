@@ -146,7 +146,11 @@ class SinkTask:
                 self._seek(tp, start)
             return
         self._system_failures = 0
-        await self.failed.handle(raw, failures)  # raises under errors.tolerance=none
+        settled = self.ledger.settled_below(tp)
+        # Failures read again below what the tables hold (a restart went back to the consumer group's
+        # offset, which is committed after the tables) failed before, and reached the dead-letter topic then.
+        await self.failed.handle(raw, failures if settled is None else
+                                 [f for f in failures if raw.offsets[f.index] >= settled])
         if not await self._still_continues(tp, position):
             # A revocation, or a seek after a rejected answer, came while the bad records were sent.
             return

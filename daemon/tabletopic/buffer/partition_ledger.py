@@ -36,6 +36,14 @@ class PartitionLedger:
     def uncommitted_from(self, tp: TopicPartition) -> int | None:
         return self._uncommitted_from.get(tp)
 
+    def settled_below(self, tp: TopicPartition) -> int | None:
+        """Every record of ``tp`` below this offset is settled: each table that records ``tp`` holds an
+        offset past it, so its rows are in the tables and, failed, it was dead-lettered before that
+        snapshot (a failure is sent, and acknowledged, before its fetch is taken). None if no table
+        records ``tp``."""
+        offsets = [recorded[tp] for recorded in self._recorded.values() if tp in recorded]
+        return min(offsets) if offsets else None
+
     def resume_from(self, tp: TopicPartition, recorded: dict[str, dict[TopicPartition, int]],
                     round_starts: dict[str, dict[TopicPartition, int]], group_offset: int | None) -> int | None:
         """Where ``tp`` must be read from so that no table misses a row: None if nothing says.

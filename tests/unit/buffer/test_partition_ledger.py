@@ -87,3 +87,15 @@ def test_where_uncommitted_rows_began_counts_only_while_no_table_records_the_par
     ledger.reset()
     assert ledger.resume_from(TP0, {"db.a": {}}, {}, None) == 5
     assert ledger.resume_from(TP0, {"db.a": {TP0: 60}}, {}, None) == 60
+
+
+def test_settled_below_is_the_least_offset_of_the_tables_that_record_the_partition() -> None:
+    ledger = PartitionLedger(lambda table: {})
+    assert ledger.settled_below(("t", 0)) is None
+    ledger.read_again({"a": {("t", 0): 10, ("t", 1): 4}, "b": {("t", 0): 7}, "c": {}}, [("t", 0), ("t", 1)])
+    assert ledger.settled_below(("t", 0)) == 7  # b has not taken 7..9 yet: their failures are not settled
+    assert ledger.settled_below(("t", 1)) == 4
+    ledger.committed({("t", 0): 12}, {"a": {("t", 0): 12}, "b": {("t", 0): 12}})
+    assert ledger.settled_below(("t", 0)) == 12
+    ledger.reset()
+    assert ledger.settled_below(("t", 0)) is None
