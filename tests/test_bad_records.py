@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
+import pytest
+
+from tabletopic.demo.broker import free_port
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
     DaemonProcess,
+    Rest,
     Warehouse,
     create_topic,
     json_envelope,
@@ -201,3 +206,128 @@ def test_every_kind_of_bad_record_goes_to_the_dead_letter_topic(
     assert tuple(got) == (2000, 2000, sum(range(2000)))
     dead = read_topic(bootstrap, dlq, len(BAD_KINDS))
     assert sorted(v for v, _ in dead) == sorted(BAD_KINDS.values())
+
+
+def _deep(n: int, i: int) -> bytes:
+    return b'{"id": %d, "deep": ' % i + b"[" * n + b"]" * n + b"}"
+
+
+# Values no parser may be given: each must end in the dead-letter topic, and the daemon must live on.
+HOSTILE = {
+    "nested 1,000 deep": (_deep(1000, -1), "nested deeper than 1000"),
+    "nested 100,000 deep": (_deep(100_000, -2), "nested deeper than 1000"),
+    "nested 10,000,000 deep (20 MB)": (_deep(10_000_000, -3), "tabletopic.input.max-value-bytes"),
+    "a 1.6 MB unterminated string": (b'{"id": -4, "note": "' + b"a" * 1_600_000, "not valid JSON"),
+    "a 50 MB value, over the fetch size": (b'{"id": -5, "note": "' + b"b" * 50_000_000 + b'"}',
+                                          "tabletopic.input.max-value-bytes"),
+}
+
+
+def test_no_value_kills_the_daemon_each_goes_to_the_dead_letter_topic_with_its_reason(
+        bootstrap: str, warehouse: Warehouse, tmp_path: Path) -> None:
+    """Plain JSON (schemas.enable=false), as most connectors read it: Arrow's JSON reader parses it."""
+    topic, dlq, table = unique("hostile"), unique("hostile_dlq"), "dlq.hostile"
+    create_topic(bootstrap, topic, 2)
+    create_topic(bootstrap, dlq, 1)
+    _make_table(warehouse, table)
+    records, hostile = [], [value for value, _ in HOSTILE.values()]
+    for i in range(2000):
+        if i % 400 == 200:
+            records.append((b"bad", hostile.pop(0), i % 2))
+        records.append((str(i).encode(), _good(i), i % 2))
+    produce(bootstrap, topic, records, max_request_size=64 * 1024 * 1024)
+    connector = {"name": unique("hostile"), "topics": topic, "iceberg.tables": table,
+                 "value.converter.schemas.enable": "false", "errors.tolerance": "all",
+                 "errors.deadletterqueue.topic.name": dlq, "errors.deadletterqueue.context.headers.enable": "true",
+                 "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}
+    group = f"connect-{connector['name']}"
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
+    wait_until(lambda: sum(warehouse.offsets(table, group).values()) == len(records), 180, "every offset", daemon)
+    assert daemon.alive()
+    assert daemon.terminate() == 0, daemon.output()[-3000:]
+    got = warehouse.sql(f"SELECT count(*), count(DISTINCT id), sum(amount), min(id) FROM {{c}}.{table}")[0]
+    assert tuple(got) == (2000, 2000, sum(i * 10 for i in range(2000)), 0)
+    dead = read_topic(bootstrap, dlq, len(HOSTILE))
+    assert len(dead) == len(HOSTILE)
+    by_value = {v: h["__connect.errors.exception.message"].decode() for v, h in dead}
+    for name, (value, reason) in HOSTILE.items():
+        assert value in by_value, f"{name} is not in the dead-letter topic"
+        assert reason in by_value[value], (name, by_value[value])
+
+
+def test_a_hostile_value_under_tolerance_none_fails_the_connector_not_the_daemon(
+        bootstrap: str, warehouse: Warehouse, tmp_path: Path) -> None:
+    topic, table = unique("hostile_none"), "dlq.hostile_none"
+    create_topic(bootstrap, topic, 1)
+    _make_table(warehouse, table)
+    produce(bootstrap, topic, [(None, _good(i), 0) for i in range(200)] + [(None, _deep(100_000, -1), 0)]
+            + [(None, _good(i), 0) for i in range(200, 400)])
+    port = free_port()
+    connector = {"name": unique("hostile_none"), "topics": topic, "iceberg.tables": table,
+                 "value.converter.schemas.enable": "false", "iceberg.control.commit.interval-ms": "1000",
+                 **warehouse.connector_props()}
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap, listeners=f"http://127.0.0.1:{port}"),
+                           [connector]).start()
+    rest = Rest(port)
+
+    def task() -> dict[str, str]:
+        code, status = rest.call("GET", f"/connectors/{connector['name']}/status")
+        return status["tasks"][0] if code == 200 and status["tasks"] else {}
+
+    # As in Connect, the task fails, naming the record; the connector and the worker stay up.
+    wait_until(lambda: rest.status_of("/") == 200 and task().get("state") == "FAILED", 180, "the task FAILED",
+               daemon)
+    trace = task().get("trace", "")
+    assert f"record {topic}[0]@200 failed in convert" in trace and "nested deeper than 1000" in trace, trace
+    assert daemon.alive() and rest.status_of("/health") == 200
+    # 1: the failed task could make no last commit (docs/running.md); never a signal's negative code.
+    assert daemon.terminate() in (0, 1), daemon.output()[-3000:]
+    committed = warehouse.offsets(table, f"connect-{connector['name']}").get((topic, 0), 0)
+    assert committed <= 200
+    assert sorted(r.id for r in warehouse.rows(table, "id")) == list(range(committed))
+
+
+KILL_KINDS = {
+    "a Timestamp out of range": _kind("kill_dlq.good", -1, at=10**17),
+    "a route value that is a struct": _kind({"x": "kill_dlq.good"}, -2),
+    "a value nested 100,000 deep": b'{"schema": null, "payload": ' + b'{"a": ' * 100_000 + b"1" + b"}" * 100_001,
+}
+
+
+@pytest.mark.slow
+def test_a_daemon_killed_after_each_bad_records_commit_dead_letters_each_once_and_loses_nothing(
+        bootstrap: str, warehouse: Warehouse, tmp_path: Path) -> None:
+    """KIP-610's order: a bad record is in the dead-letter topic before any snapshot's offsets pass it.
+    So a SIGKILL right after that snapshot neither loses it nor sends it twice."""
+    topic, dlq, table = unique("kill_dlq"), unique("kill_dlq_dead"), "kill_dlq.good"
+    create_topic(bootstrap, topic, 1)
+    create_topic(bootstrap, dlq, 1)
+    connector = {"name": unique("kill_dlq"), "topics": topic, "value.converter.schemas.enable": "true",
+                 "iceberg.tables.dynamic-enabled": "true", "iceberg.tables.route-field": "table",
+                 "iceberg.tables.auto-create-enabled": "true", "errors.tolerance": "all",
+                 "errors.deadletterqueue.topic.name": dlq, "iceberg.control.commit.interval-ms": "1000",
+                 **warehouse.connector_props()}
+    group = f"connect-{connector['name']}"
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
+    produced, good = 0, 0
+    for bad in KILL_KINDS.values():
+        records = [(None, _kind(table, good + i), 0) for i in range(300)] + [(b"bad", bad, 0)] + \
+                  [(None, _kind(table, good + 300 + i), 0) for i in range(300)]
+        produce(bootstrap, topic, records, max_request_size=4 * 1024 * 1024)
+        bad_offset = produced + 300
+        produced, good = produced + len(records), good + 600
+        wait_until(lambda o=bad_offset: warehouse.offsets(table, group).get((topic, 0), 0) > o, 120,
+                   f"a commit past the bad record at {bad_offset}", daemon, every=0.05)
+        daemon.kill()  # right after the commit that passes it
+        daemon.start()
+    # The last restart reads on: more good records, committed by it.
+    produce(bootstrap, topic, [(None, _kind(table, good + i), 0) for i in range(100)])
+    produced, good = produced + 100, good + 100
+    wait_until(lambda: warehouse.offsets(table, group).get((topic, 0), 0) == produced, 120, "every offset", daemon)
+    assert daemon.terminate() == 0, daemon.output()[-3000:]
+    count, distinct, total = warehouse.sql(f"SELECT count(*), count(DISTINCT id), sum(id) FROM {{c}}.{table}")[0]
+    assert (count, distinct, total) == (good, good, sum(range(good)))
+    names = {value: name for name, value in KILL_KINDS.items()}
+    dead = Counter(names.get(v or b"", f"another record of {len(v or b'')} bytes")
+                   for v, _ in read_topic(bootstrap, dlq, len(KILL_KINDS)))
+    assert dead == Counter(KILL_KINDS.keys()), dead  # each once: none lost, none sent twice
