@@ -142,6 +142,9 @@ def _convert_group(node: Node, indexes: list[int], payloads: list[bytes], result
         return
     try:
         table = _read(payloads, pa.schema([pa.field(n, c.wire) for n, c in node.children]))
+    except _Mangled:
+        _convert_python(node, indexes, payloads, result, primitive)
+        return
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         # One bad payload spoils the buffer: split to find it, keeping the rest fast.
         if len(payloads) == 1:
@@ -251,6 +254,9 @@ def _infer_group(indexes: list[int], payloads: list[bytes], result: ConvertResul
         return
     try:
         table = _read(payloads, None)
+    except _Mangled:
+        _infer_python(indexes, [json.loads(p) for p in payloads], result)
+        return
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         if len(payloads) == 1:
             result.failures.append(Failure(indexes[0], _schemaless_reason(payloads[0], exc)))
@@ -258,6 +264,28 @@ def _infer_group(indexes: list[int], payloads: list[bytes], result: ConvertResul
         half = len(payloads) // 2
         _infer_group(indexes[:half], payloads[:half], result)
         _infer_group(indexes[half:], payloads[half:], result)
+        return
+    result.parts.append(Converted(_promote_timestamps(table), np.asarray(indexes, dtype=np.int64)))
+
+
+def _infer_python(indexes: list[int], docs: list[dict[str, Any]], result: ConvertResult) -> None:
+    """Objects Arrow's reader could not hold, made into a table from Python values (types inferred by
+    ``pa.array``, columns the union of the objects' keys); a value Arrow refuses fails alone."""
+    names = list(dict.fromkeys(k for doc in docs for k in doc))
+    try:
+        if names:
+            table = pa.Table.from_arrays([pa.array([doc.get(n) for doc in docs]) for n in names], names=names)
+            table.validate(full=True)
+        else:  # only empty objects: rows without columns, as Arrow's reader gives them
+            table = pa.table({"_": pa.nulls(len(docs))}).drop_columns(["_"])
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
+            OverflowError) as exc:
+        if len(docs) == 1:
+            result.failures.append(Failure(indexes[0], f"cannot convert JSON object: {exc}"))
+            return
+        half = len(docs) // 2
+        _infer_python(indexes[:half], docs[:half], result)
+        _infer_python(indexes[half:], docs[half:], result)
         return
     result.parts.append(Converted(_promote_timestamps(table), np.asarray(indexes, dtype=np.int64)))
 
@@ -299,5 +327,15 @@ def _read(payloads: list[bytes], schema: pa.Schema | None) -> pa.Table:
     table = pj.read_json(io.BytesIO(buffer), read_options=_READ, parse_options=parse)
     if table.num_rows != len(payloads):
         raise pa.ArrowInvalid(f"expected {len(payloads)} JSON objects, read {table.num_rows}")
+    try:
+        table.validate()  # structure only: tens of microseconds a table
+    except pa.ArrowInvalid as exc:
+        raise _Mangled(str(exc)) from exc
     return table
+
+
+class _Mangled(Exception):
+    """Arrow's reader parsed valid JSON into arrays that break Arrow's own invariants (pyarrow 26 makes
+    a list holding several nulls longer than its values); such arrays must never reach a table, so
+    the batch is built again from Python values."""
 
