@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from tabletopic import __version__
 from tabletopic.demo.broker import free_port
@@ -41,7 +42,9 @@ def test_connectors_over_rest_create_reconfigure_pause_stop_reset_offsets_and_de
     rest = Rest(port)
     wait_until(lambda: rest.status_of("/ready") == 200, 120, "the daemon to be ready with no connector", daemon)
 
-    assert rest.get("/") == {"version": __version__, "commit": "", "kafka_cluster_id": ""}
+    # The cluster id as the broker reports it to another client library.
+    cluster_id = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).cluster_id
+    assert cluster_id and rest.get("/") == {"version": __version__, "commit": "", "kafka_cluster_id": cluster_id}
     assert rest.get("/connectors") == []
     plugins = rest.get("/connector-plugins")
     assert {"class": SINK, "type": "sink", "version": __version__} in plugins
@@ -84,6 +87,9 @@ def test_connectors_over_rest_create_reconfigure_pause_stop_reset_offsets_and_de
     info = {"name": name, "config": {**config, "name": name}, "tasks": [{"connector": name, "task": 0}],
             "type": "sink"}
     assert rest.get(f"/connectors/{name}") == info
+    # As JAX-RS does for Connect, every path takes a trailing slash (clients such as kafka-connect-api send it).
+    assert rest.get(f"/connectors/{name}/") == info and rest.get("/connectors/") == [name]
+    assert rest.get(f"/connectors/{name}/status/") == running
     assert rest.get(f"/connectors/{name}/config") == {**config, "name": name}
     assert rest.get("/connectors") == [name]
     assert rest.get("/connectors?expand=status&expand=info") == {name: {"status": running, "info": info}}

@@ -71,7 +71,8 @@ class Daemon:
         self.worker_id = _advertised(worker, None)
         self.herder = Herder(worker, self.worker_id, store, LocalStatusBoard(), self.spark, self.kafka,
                              self._new_runtime, self._on_fatal)
-        self.api = ConnectApi(self.herder)
+        self.kafka_cluster_id: str | None = None  # as the brokers report it, read at start-up
+        self.api = ConnectApi(self.herder, lambda: self.kafka_cluster_id)
         self.registry.register(connector_states(self.herder.connector_states))
         self.http: HttpServer | None = None
         self.schema_registry: SchemaRegistryService | None = None
@@ -190,7 +191,8 @@ class Daemon:
         return out
 
     async def _check_kafka_worker(self) -> None:
-        await self._probe({self.kafka.describe(): (self.kafka, "admin")})
+        ids = await self._probe({self.kafka.describe(): (self.kafka, "admin")})
+        self.kafka_cluster_id = next((i for i in ids if i), None)
 
     async def _check_kafka_connectors(self, configs: list[ConnectorConfig]) -> None:
         """Before anything slow starts: can every client log in? Exits 78 if the brokers refuse one."""
@@ -201,10 +203,12 @@ class Daemon:
                 checks.setdefault(clients.describe(role), (clients, role))
         await self._probe(checks)
 
-    async def _probe(self, checks: dict[str, tuple[KafkaClients, str]]) -> None:
+    async def _probe(self, checks: dict[str, tuple[KafkaClients, str]]) -> list[str | None]:
+        """Each client's probe (see KafkaClients.probe): the cluster ids they were told."""
+        ids = []
         for where, (clients, role) in checks.items():
             try:
-                await clients.probe(role)
+                ids.append(await clients.probe(role))
             except KafkaAccessError as exc:
                 log.error("the Kafka brokers refuse this configuration; fix it, a restart will not help",
                           error=str(exc))
@@ -213,6 +217,7 @@ class Daemon:
                 log.error("cannot reach Kafka; check bootstrap.servers and that the brokers are up", kafka=where,
                           bootstrap_servers=",".join(self.worker.bootstrap_servers), error=str(exc))
                 raise _StartFailed(exit_codes.UNAVAILABLE) from exc
+        return ids
 
     # -- running ----------------------------------------------------------------------------------------
     def _on_fatal(self, code: int) -> None:

@@ -191,8 +191,9 @@ class KafkaClients:
             return faust.SSLCredentials(s.context)
         return None
 
-    async def probe(self, role: str = "admin", timeout_s: float = 15.0) -> None:
-        """Connect as a ``role`` client would; raise KafkaAccessError or KafkaUnavailable with the reason."""
+    async def probe(self, role: str = "admin", timeout_s: float = 15.0) -> str | None:
+        """Connect as a ``role`` client would; raise KafkaAccessError or KafkaUnavailable with the reason.
+        Returns the cluster's id, as the brokers report it (None if they do not say)."""
         security = self.security(role)
         if security.context is not None:
             await self._probe_tls(security, timeout_s)
@@ -212,6 +213,12 @@ class KafkaClients:
             if any("UnsupportedSaslMechanism" in m for m in seen.messages):
                 raise KafkaAccessError(f"the brokers do not offer this SASL mechanism ({where})") from None
             raise KafkaUnavailable(f"no broker answered ({where}): {type(exc).__name__}") from None
+        else:
+            try:
+                cluster = await asyncio.wait_for(admin.describe_cluster(), timeout_s)
+            except (KafkaError, asyncio.TimeoutError, OSError):
+                return None  # shown as "" by GET /; nothing else needs it
+            return str(cluster.get("cluster_id") or "") or None
         finally:
             logger.removeHandler(seen)
             with contextlib.suppress(Exception):

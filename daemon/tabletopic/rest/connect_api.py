@@ -50,34 +50,42 @@ class ConnectApi:
 
     def add_routes(self, app: web.Application) -> None:
         app.middlewares.append(self._errors)
-        r = app.router
-        r.add_get("/", self.root)
-        r.add_get("/connectors", self.list_connectors)
-        r.add_post("/connectors", self.create)
-        r.add_get("/connectors/{c}", self.info)
-        r.add_delete("/connectors/{c}", self.delete)
-        r.add_get("/connectors/{c}/config", self.config)
-        r.add_put("/connectors/{c}/config", self.put_config)
-        r.add_patch("/connectors/{c}/config", self.patch_config)
-        r.add_get("/connectors/{c}/status", self.status)
-        r.add_put("/connectors/{c}/pause", self.pause)
-        r.add_put("/connectors/{c}/resume", self.resume)
-        r.add_put("/connectors/{c}/stop", self.stop)
-        r.add_post("/connectors/{c}/restart", self.restart)
-        r.add_get("/connectors/{c}/tasks", self.tasks)
-        r.add_get("/connectors/{c}/tasks/{t}/status", self.task_status)
-        r.add_post("/connectors/{c}/tasks/{t}/restart", self.restart_task)
-        r.add_get("/connectors/{c}/topics", self.topics)
-        r.add_put("/connectors/{c}/topics/reset", self.reset_topics)
-        r.add_get("/connectors/{c}/offsets", self.offsets)
-        r.add_patch("/connectors/{c}/offsets", self.alter_offsets)
-        r.add_delete("/connectors/{c}/offsets", self.reset_offsets)
-        r.add_get("/connector-plugins", self.plugins)
-        r.add_get("/connector-plugins/{p}/config", self.plugin_config)
-        r.add_put("/connector-plugins/{p}/config/validate", self.validate)
-        r.add_get("/admin/loggers", self.list_loggers)
-        r.add_get("/admin/loggers/{l}", self.get_logger)
-        r.add_put("/admin/loggers/{l}", self.set_logger)
+        routes: list[tuple[str, str, Handler]] = [
+            ("GET", "/", self.root),
+            ("GET", "/connectors", self.list_connectors),
+            ("POST", "/connectors", self.create),
+            ("GET", "/connectors/{c}", self.info),
+            ("DELETE", "/connectors/{c}", self.delete),
+            ("GET", "/connectors/{c}/config", self.config),
+            ("PUT", "/connectors/{c}/config", self.put_config),
+            ("PATCH", "/connectors/{c}/config", self.patch_config),
+            ("GET", "/connectors/{c}/status", self.status),
+            ("PUT", "/connectors/{c}/pause", self.pause),
+            ("PUT", "/connectors/{c}/resume", self.resume),
+            ("PUT", "/connectors/{c}/stop", self.stop),
+            ("POST", "/connectors/{c}/restart", self.restart),
+            ("GET", "/connectors/{c}/tasks", self.tasks),
+            ("GET", "/connectors/{c}/tasks/{t}/status", self.task_status),
+            ("POST", "/connectors/{c}/tasks/{t}/restart", self.restart_task),
+            ("GET", "/connectors/{c}/topics", self.topics),
+            ("PUT", "/connectors/{c}/topics/reset", self.reset_topics),
+            ("GET", "/connectors/{c}/offsets", self.offsets),
+            ("PATCH", "/connectors/{c}/offsets", self.alter_offsets),
+            ("DELETE", "/connectors/{c}/offsets", self.reset_offsets),
+            ("GET", "/connector-plugins", self.plugins),
+            ("GET", "/connector-plugins/{p}/config", self.plugin_config),
+            ("PUT", "/connector-plugins/{p}/config/validate", self.validate),
+            ("GET", "/admin/loggers", self.list_loggers),
+            ("GET", "/admin/loggers/{l}", self.get_logger),
+            ("PUT", "/admin/loggers/{l}", self.set_logger),
+        ]
+        for method, path, handler in routes:
+            # Connect's JAX-RS resources take every path with a trailing slash too (clients send it).
+            for variant in (path, path + "/") if path != "/" else (path,):
+                if method == "GET":
+                    app.router.add_get(variant, handler)
+                else:
+                    app.router.add_route(method, variant, handler)
 
     @web.middleware
     async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
