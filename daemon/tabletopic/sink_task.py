@@ -384,7 +384,12 @@ class SinkTask:
             return tables_recording(self.tables.listing_catalog(),
                                     self.tables.jvm.org.apache.iceberg.catalog.Namespace.empty(), self.config.group_id)
         except Exception as exc:  # a catalog without namespace listing: only static and used tables count
-            self.log.warning("could not list the catalog's tables", error=str(exc))
+            why = java_error_message(exc)
+            if "NoSuchNamespaceException" in why:
+                self.log.info("the catalog has no namespace yet: no table to go on from", catalog_answer=why)
+            else:
+                self.log.warning("could not list the catalog's tables", error=why)
+            self.log.debug("listing the catalog's tables failed", exc_info=exc)
             return set()
 
     # -- readiness --------------------------------------------------------------------------------

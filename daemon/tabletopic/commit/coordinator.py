@@ -225,8 +225,11 @@ class Coordinator:
                 self._log.info("round abandoned: no longer coordinating", commit_id=state.commit_id)
                 return
             if not state.is_complete:
-                self._log.warning("round ended before every partition answered; committing what arrived, the rest "
-                                  "waits for the next", missing=[f"{t}[{p}]" for t, p in state.missing()][:20])
+                # A shutdown cuts the round under way short on purpose: that is no trouble to warn of.
+                report = self._log.info if self.closing else self._log.warning
+                report("round ended before every partition answered; committing what arrived, the rest "
+                       "waits for the next", missing=[f"{t}[{p}]" for t, p in state.missing()][:20],
+                       closing=self.closing)
             answers, self._answers = list(self._answers.values()), {}
             await self._commit(state, answers)
 
