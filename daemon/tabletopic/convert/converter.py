@@ -89,21 +89,23 @@ def python_rows_to_table(rows: list[dict[str, object]], schema: pa.Schema | None
 
 
 # What Arrow raises for a value it cannot hold (a timestamp out of range, a string in a long column).
-_VALUE_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError)
+_VALUE_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
+                 OverflowError)
 
 
-def tabulate_isolating(build: Callable[[list[Any]], pa.Table], items: list[Any], kept: list[int], schema_id: int,
+def tabulate_isolating(build: Callable[[list[Any]], pa.Table], items: list[Any], kept: list[int], what: str,
                        result: ConvertResult) -> None:
     """``build(items)`` into ``result``, ``kept`` being each item's input position; if Arrow refuses a
-    value, the batch is halved until the item that holds it fails alone and the others go on."""
+    value, the batch is halved until the item that holds it fails alone (its reason starts with
+    ``what``) and the others go on."""
     try:
         table = build(items)
     except _VALUE_ERRORS as exc:
         if len(items) == 1:
-            result.failures.append(Failure(kept[0], f"schema id {schema_id}: {exc}"))
+            result.failures.append(Failure(kept[0], f"{what}: {exc}"))
             return
         half = len(items) // 2
-        tabulate_isolating(build, items[:half], kept[:half], schema_id, result)
-        tabulate_isolating(build, items[half:], kept[half:], schema_id, result)
+        tabulate_isolating(build, items[:half], kept[:half], what, result)
+        tabulate_isolating(build, items[half:], kept[half:], what, result)
         return
     result.parts.extend(ConvertResult.single(table, kept).parts)

@@ -89,7 +89,7 @@ class AvroConverter:
         if rows:
             shape = compiled.shape
             tabulate_isolating(lambda items: shape.finish(pa.Table.from_pylist(items, schema=shape.wire)), rows, kept,
-                               schema_id, result)
+                               f"schema id {schema_id}", result)
 
     def _compile(self, schema_id: int) -> _Compiled | str:
         found = self._compiled.get(schema_id)

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from tabletopic.config.input_limits import nesting_limit, setting_name
-from tabletopic.convert.converter import Converted, ConvertResult, Failure, guarded
+from tabletopic.convert.converter import Converted, ConvertResult, Failure, guarded, tabulate_isolating
 from tabletopic.convert.input_guard import not_utf8, too_deep
 from tabletopic_plugins.converters.connect_schema import (
     TIMESTAMP_TYPE,
@@ -271,23 +271,16 @@ def _infer_group(indexes: list[int], payloads: list[bytes], result: ConvertResul
 def _infer_python(indexes: list[int], docs: list[dict[str, Any]], result: ConvertResult) -> None:
     """Objects Arrow's reader could not hold, made into a table from Python values (types inferred by
     ``pa.array``, columns the union of the objects' keys); a value Arrow refuses fails alone."""
+    tabulate_isolating(_python_table, docs, indexes, "cannot convert JSON object", result)
+
+
+def _python_table(docs: list[dict[str, Any]]) -> pa.Table:
     names = list(dict.fromkeys(k for doc in docs for k in doc))
-    try:
-        if names:
-            table = pa.Table.from_arrays([pa.array([doc.get(n) for doc in docs]) for n in names], names=names)
-            table.validate(full=True)
-        else:  # only empty objects: rows without columns, as Arrow's reader gives them
-            table = pa.table({"_": pa.nulls(len(docs))}).drop_columns(["_"])
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
-            OverflowError) as exc:
-        if len(docs) == 1:
-            result.failures.append(Failure(indexes[0], f"cannot convert JSON object: {exc}"))
-            return
-        half = len(docs) // 2
-        _infer_python(indexes[:half], docs[:half], result)
-        _infer_python(indexes[half:], docs[half:], result)
-        return
-    result.parts.append(Converted(_promote_timestamps(table), np.asarray(indexes, dtype=np.int64)))
+    if not names:  # only empty objects: rows without columns, as Arrow's reader gives them
+        return pa.table({"_": pa.nulls(len(docs))}).drop_columns(["_"])
+    table = pa.Table.from_arrays([pa.array([doc.get(n) for doc in docs]) for n in names], names=names)
+    table.validate(full=True)
+    return _promote_timestamps(table)
 
 
 def _schemaless_reason(payload: bytes, exc: Exception) -> str:

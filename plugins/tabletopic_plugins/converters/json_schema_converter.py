@@ -69,7 +69,7 @@ class JsonSchemaConverter:
                     result.failures.append(Failure(i, f"JSON document does not fit schema id {schema_id}: "
                                                       f"{type(exc).__name__}: {exc}"))
             if rows:
-                tabulate_isolating(shape.table, rows, kept, schema_id, result)
+                tabulate_isolating(shape.table, rows, kept, f"schema id {schema_id}", result)
         result.failures.sort(key=lambda f: f.index)
         return result
 

@@ -127,7 +127,7 @@ class ProtobufConverter:
                 result.failures.append(Failure(i, f"Protobuf body does not decode with schema id {schema_id}: "
                                                   f"{type(exc).__name__}: {exc}"))
         if messages:
-            tabulate_isolating(compiled.shape.table, messages, kept, schema_id, result)
+            tabulate_isolating(compiled.shape.table, messages, kept, f"schema id {schema_id}", result)
 
     def _compile(self, schema_id: int, indexes: tuple[int, ...]) -> _Compiled | str:
         key = (schema_id, indexes)
