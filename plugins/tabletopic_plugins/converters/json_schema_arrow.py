@@ -9,8 +9,15 @@
 - timestamps, as Confluent's JsonSchemaConverter writes Connect's ``Timestamp`` (an integer of
   milliseconds titled ``org.apache.kafka.connect.data.Timestamp``) and as JSON Schema says them
   (a string of ``format: date-time``, RFC 3339), are timestamptz; ``format: date`` is a date;
-- ``["null", X]``, and ``oneOf``/``anyOf`` of null and one X, are a nullable X; any other
-  union is the value's JSON text.
+- ``["null", X]``, and ``oneOf``/``anyOf`` of null and one X, are a nullable X;
+- any other ``oneOf``/``anyOf`` is a struct with one optional field per member, as Confluent's
+  JsonSchemaConverter and tabletopic's Protobuf ``oneof`` map them. A member is named by its
+  ``title``; else an object member with one property (``{"card": ...}``, a tag around one value)
+  by that property, and its field holds that value; else by its type (``string``, ``object``,
+  ...) where no other member has it; else ``member<i>``, its place. A value fills the field of
+  the first member whose type (and, for an object, whose required properties) it has; the
+  others are null;
+- a ``type`` list of more than one type beside null is the value's JSON text.
 
 ``$ref`` is followed, to other subjects too; a recursive schema has no table type and is
 refused with its path.
@@ -76,6 +83,8 @@ def _type(schema: JsonSchema, node: Any, resolver: Any, path: str, depth: int) -
             real = [(b, r) for b, r in branches if not (isinstance(b, dict) and b.get("type") == "null")]
             if len(real) == 1:
                 return _type(schema, real[0][0], real[0][1], f"{path}/{key}", depth + 1)
+            if real:
+                return _union(schema, real, f"{path}/{key}", depth)
             return pa.string(), _as_json
     kinds = node.get("type")
     if isinstance(kinds, list):
@@ -132,6 +141,100 @@ def _object(schema: JsonSchema, node: dict[str, Any], resolver: Any, path: str, 
         return pa.map_(pa.string(), value_t), lambda v: [(k, value_fix(x) if x is not None else None)
                                                           for k, x in v.items()] if isinstance(v, dict) else v
     return pa.string(), _as_json
+
+
+_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+}
+
+
+def _union(schema: JsonSchema, members: list[tuple[Any, Any]], path: str, depth: int
+           ) -> tuple[pa.DataType, Fix | None]:
+    """A ``oneOf``/``anyOf`` of several members: a struct with one optional field per member."""
+    names = _member_names([m for m, _ in members])
+    fields, parts = [], []
+    for i, ((member, resolver), name) in enumerate(zip(members, names, strict=True)):
+        wrapped = _wrapped(member)
+        if wrapped is not None:
+            # {"card": ...} or {"iban": ...}: the member is a tag around one value, the field holds that.
+            kind, inner = _type(schema, member["properties"][wrapped], resolver,
+                                f"{path}/{i}/properties/{wrapped}", depth + 1)
+            fix: Fix | None = _unwrap(wrapped, inner)
+        else:
+            kind, fix = _type(schema, member, resolver, f"{path}/{i}", depth + 1)
+        fields.append(pa.field(name, kind, nullable=True))
+        parts.append((name, _matcher(member), fix))
+
+    def pick(value: Any) -> Any:
+        if value is None:
+            return None
+        for name, matches, member_fix in parts:
+            if matches(value):
+                return {n: (member_fix(value) if member_fix is not None else value) if n == name else None
+                        for n, _, _ in parts}
+        raise ValueError(f"the value matches none of the {len(parts)} members of its oneOf/anyOf")
+    return pa.struct(fields), pick
+
+
+def _unwrap(key: str, inner: Fix | None) -> Fix:
+    def fix(value: dict[str, Any]) -> Any:
+        held = value.get(key)
+        return held if held is None or inner is None else inner(held)
+    return fix
+
+
+def _wrapped(member: Any) -> str | None:
+    """The one property of an object member without a title, which the member only wraps."""
+    properties = member.get("properties") if isinstance(member, dict) else None
+    if _member_type(member) == "object" and not member.get("title") and isinstance(properties, dict) \
+            and len(properties) == 1:
+        return str(next(iter(properties)))
+    return None
+
+
+def _member_type(member: Any) -> str | None:
+    if not isinstance(member, dict):
+        return None
+    kind = member.get("type")
+    if kind is None:
+        return "object" if "properties" in member else "array" if "items" in member else None
+    return kind if isinstance(kind, str) else None
+
+
+def _member_names(members: list[Any]) -> list[str]:
+    types = [_member_type(m) for m in members]
+    names = []
+    for i, (member, kind) in enumerate(zip(members, types, strict=True)):
+        properties = member.get("properties") if isinstance(member, dict) else None
+        if isinstance(member, dict) and isinstance(member.get("title"), str) and member["title"]:
+            name = member["title"]
+        elif kind == "object" and isinstance(properties, dict) and len(properties) == 1:
+            name = next(iter(properties))
+        elif kind is not None and types.count(kind) == 1:
+            name = kind
+        else:
+            name = f"member{i}"
+        names.append(name if name not in names else f"{name}{i}")
+    return names
+
+
+def _matcher(member: Any) -> Callable[[Any], bool]:
+    kind = _member_type(member)
+    is_kind = _JSON_TYPES.get(kind or "", lambda v: True)
+    if kind != "object":
+        return is_kind
+    required = member.get("required") if isinstance(member.get("required"), list) else []
+    properties = member.get("properties") if isinstance(member.get("properties"), dict) else {}
+    closed = member.get("additionalProperties") is False
+    # An object member named by its one property is chosen by that property's presence.
+    needed = list(required) or (list(properties) if len(properties) == 1 else [])
+    return lambda v: (is_kind(v) and all(k in v for k in needed)
+                      and (not closed or all(k in properties for k in v)))
 
 
 def _struct_fix(fixes: list[tuple[str, Fix]]) -> Fix:
