@@ -137,3 +137,44 @@ def test_v1_v2_v3_json_schema_from_the_registry_evolve_one_table(bootstrap: str,
         f"min(\"at\"), max(paid_ms) FROM iceberg_scan('{warehouse.location(table)}')").fetchone()
     assert duck[:6] == (180, 120, 60, 40, sum(range(180)), 90)
     assert duck[6] == AT and duck[7] == AT + datetime.timedelta(seconds=179, milliseconds=250)
+
+
+PAYMENT_SCHEMA = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Payment", "type": "object",
+                  "properties": {"id": {"type": "integer"}, "payment": {"oneOf": [
+                      {"type": "object", "properties": {"card": {"type": "string"}}, "required": ["card"],
+                       "additionalProperties": False},
+                      {"type": "object", "properties": {"iban": {"type": "string"}}, "required": ["iban"],
+                       "additionalProperties": False}]}},
+                  "required": ["id", "payment"]}
+
+
+def test_a_oneof_of_tagged_objects_is_a_struct_readers_query_by_field(bootstrap: str, spark: SparkRuntime,
+                                                                        warehouse: Warehouse) -> None:
+    topic, table = unique("js_pay"), "js.payments"
+    create_topic(bootstrap, topic, 2)
+    url = f"http://127.0.0.1:{free_port()}"
+    worker = worker_props(bootstrap, **{"schema.registry.listeners": url, "schema.registry.topic": unique("_schemas"),
+                                        "value.converter": JSON_SCHEMA})
+    connector = {"name": unique("js_pay"), "topics": topic, "iceberg.tables": table,
+                 "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000",
+                 **warehouse.connector_props()}
+
+    async def during(daemon: Any) -> None:
+        def send() -> None:
+            s = JSONSerializer(json.dumps(PAYMENT_SCHEMA), SchemaRegistryClient({"url": url}))
+            values = [{"id": i, "payment": {"card": f"4111-{i}"} if i % 2 else {"iban": f"FR76-{i}"}}
+                      for i in range(3000)]
+            produce(bootstrap, topic, [(None, s(v, SerializationContext(topic, MessageField.VALUE)), i % 2)
+                                       for i, v in enumerate(values)])
+        await asyncio.to_thread(send)
+
+    code, _ = run_in_process(spark, worker, [connector], during=during,
+                             until=lambda d: sum(d.connectors[0].task.committed_offsets(table).values()) >= 3000)
+    assert code == 0
+    spark_counts = warehouse.sql(f"SELECT count(*), count(payment.card), count(payment.iban), "
+                                 f"max(payment.card) FROM {{c}}.{table}")[0]
+    assert tuple(spark_counts) == (3000, 1500, 1500, "4111-999")
+    duck = duckdb_connection().execute(
+        "SELECT count(*), count(payment.card), count(payment.iban), min(payment.iban) "
+        f"FROM iceberg_scan('{warehouse.location(table)}')").fetchone()
+    assert duck == (3000, 1500, 1500, "FR76-0")
