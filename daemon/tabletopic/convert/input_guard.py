@@ -11,7 +11,7 @@ The check is cheap for the values that matter: a value of ``n`` bytes holds at m
 ``n`` brackets, so values no longer than the limit are never scanned; longer ones have
 their ``[`` and ``{`` counted, and only a value holding more brackets than the limit is
 measured exactly, outside its strings. A value too large to convert at all is caught
-earlier still, by :func:`oversized`, for every converter.
+earlier still, for every converter, by ``tabletopic.input.max-value-bytes`` (``staging.py``).
 """
 
 from __future__ import annotations
@@ -147,9 +147,3 @@ def not_utf8(payloads: Sequence[bytes]) -> dict[int, str]:
         except UnicodeDecodeError as exc:
             found[i] = f"not valid JSON: not UTF-8 ({exc.reason} at byte {exc.start})"
     return found
-
-
-def oversized(sizes: Sequence[int], limit: int) -> list[int]:
-    """Positions whose size is over ``limit`` bytes."""
-    array = np.fromiter(sizes, dtype=np.int64, count=len(sizes))
-    return np.flatnonzero(array > limit).tolist()

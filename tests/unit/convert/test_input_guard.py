@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tabletopic.config.input_limits import nesting_limit
-from tabletopic.convert.input_guard import nesting_depth, not_utf8, oversized, too_deep
+from tabletopic.convert.input_guard import nesting_depth, not_utf8, too_deep
 
 
 def reference_depth(text: bytes) -> int:
@@ -85,9 +85,6 @@ def test_the_limit_setting() -> None:
         with pytest.raises(ValueError, match=r"max\.nesting\.depth"):
             nesting_limit({"max.nesting.depth": bad})
 
-
-def test_oversized() -> None:
-    assert oversized([1, 10, 11, 0], 10) == [2]
 
 
 def test_values_that_are_not_utf8_are_found_in_a_batch() -> None:
