@@ -213,3 +213,30 @@ def _cli(*args: str) -> str:
     proc = subprocess.run([sys.executable, "-m", "tabletopic", *args], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
+
+
+@pytest.mark.slow
+def test_a_connector_created_while_the_worker_starts_runs_once_it_is_up(
+        bootstrap: str, warehouse: Warehouse, tmp_path: Path) -> None:
+    """As a provisioning script does: wait for GET /connectors, then create. Connect takes the config then."""
+    topic, table, name = unique("early"), "rest.early", unique("early")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, _records(0, 500))
+    port = free_port()
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap, listeners=f"http://127.0.0.1:{port}"), []).start()
+    rest = Rest(port)
+    wait_until(lambda: rest.status_of("/connectors") == 200, 120, "GET /connectors", daemon, every=0.05)
+    ready_status, ready = rest.call("GET", "/ready")
+    assert ready_status == 503 and ready["phase"] != "starting connectors", ready  # the JVM is not up yet
+    config = {"connector.class": SINK, "topics": topic, "iceberg.tables": table,
+              "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
+              "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}
+    status, body = rest.call("POST", "/connectors", {"name": name, "config": config})
+    assert status == 201, body
+    early = rest.get(f"/connectors/{name}/status")
+    assert early["connector"]["state"] in ("UNASSIGNED", "RUNNING"), early
+    # No other call: the worker runs it once it is up, and its task's state follows.
+    wait_until(lambda: _count(warehouse, table) == 500, 120, "the records in the table", daemon)
+    status_now = rest.get(f"/connectors/{name}/status")
+    assert status_now["connector"]["state"] == "RUNNING" and status_now["tasks"][0]["state"] == "RUNNING"
+    assert daemon.terminate() == 0

@@ -129,6 +129,9 @@ class Herder:
         self._busy: set[str] = set()  # connectors whose driver is applying a change
         self._published: dict[str, TaskStatus] = {}  # what this worker last put on the board
         self.started = False
+        # Configuration writes are taken once the store is read, before the JVM is up: the connectors
+        # run when the worker is ready, as Connect applies what its config topic holds.
+        self.accepting_writes = False
         self._closing = False
         store.subscribe(self._on_change)
 
@@ -307,8 +310,8 @@ class Herder:
     def _ready_for_writes(self) -> None:
         if self._closing:
             raise NotReady("the worker is shutting down")
-        if not self.started:
-            raise NotReady("the worker is still starting; try again in a moment")
+        if not (self.started or self.accepting_writes):
+            raise NotReady("the worker is still reading its connectors' configurations; try again in a moment")
 
     def spec(self, name: str) -> ConnectorSpec:
         spec = self.store.connectors().get(name)
@@ -376,8 +379,8 @@ class Herder:
     def tasks(self, name: str) -> list[TaskStatus]:
         spec = self.spec(name)
         runtime = self.runtimes.get(name)
-        if spec.target is TargetState.STOPPED and runtime is None:
-            return []
+        if (spec.target is TargetState.STOPPED and runtime is None) or not self.started:
+            return []  # while starting, the board of the workers' statuses may not be read yet
         if runtime is not None:
             self._publish(runtime)  # its topics change without its state changing
         return sorted(self.board.tasks(name), key=lambda t: t.worker_id)
@@ -386,6 +389,8 @@ class Herder:
         spec = self.spec(name)
         if name in self.problems:
             return FAILED, self.problems[name]
+        if not self.started and spec.target is not TargetState.STOPPED:
+            return UNASSIGNED, "the worker is still starting; the connector runs once it is up"
         runtime = self.runtimes.get(name)
         if spec.target is TargetState.STOPPED and runtime is not None:
             # Still stopping (its final commit, leaving the group): STOPPED once its runtime is gone, as
@@ -425,7 +430,12 @@ class Herder:
         return reasons
 
     # -- offsets ------------------------------------------------------------------------------------------
+    def _jvm_ready(self) -> None:
+        if not self.started:
+            raise NotReady("the worker is still starting its JVM, which reading or changing offsets needs")
+
     async def offsets(self, name: str) -> dict[TopicPartitionKey, int]:
+        self._jvm_ready()
         config = self._config_of(name)
         reader = await asyncio.to_thread(TableOffsets, self._spark, config)
         try:
@@ -437,6 +447,7 @@ class Herder:
     async def change_offsets(self, name: str, changes: OffsetChanges | None) -> None:
         """Alter (or, with None, reset) the offsets: the connector must be STOPPED and its group empty."""
         self._ready_for_writes()
+        self._jvm_ready()
         spec = self.spec(name)
         if spec.target is not TargetState.STOPPED or name in self.runtimes:
             raise BadRequest("Connectors must be in the STOPPED state before their offsets can be modified. This "

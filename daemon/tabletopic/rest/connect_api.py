@@ -92,7 +92,10 @@ class ConnectApi:
         try:
             return await handler(request)
         except HerderError as exc:
-            return _json(entities.error(exc.status, str(exc)), exc.status)
+            response = _json(entities.error(exc.status, str(exc)), exc.status)
+            if exc.status == 503:
+                response.headers["Retry-After"] = "5"  # what a client should wait before asking again
+            return response
         except web.HTTPException as exc:
             if exc.status < 400 or exc.content_type == "application/json":
                 raise
