@@ -220,7 +220,7 @@ def test_a_connector_created_while_the_worker_starts_runs_once_it_is_up(
         bootstrap: str, warehouse: Warehouse, tmp_path: Path) -> None:
     """As a provisioning script does: wait for GET /connectors, then create. Connect takes the config then."""
     topic, table, name = unique("early"), "rest.early", unique("early")
-    create_topic(bootstrap, topic, 1)
+    create_topic(bootstrap, topic, 2)
     produce(bootstrap, topic, _records(0, 500))
     port = free_port()
     daemon = DaemonProcess(tmp_path, worker_props(bootstrap, listeners=f"http://127.0.0.1:{port}"), []).start()
