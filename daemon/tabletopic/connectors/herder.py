@@ -305,6 +305,10 @@ class Herder:
             raise BadRequest(f"Connector configuration is invalid and contains the following {len(problems)} "
                              f"error(s):{lines}\nYou can also find the above list of errors at the endpoint "
                              "`/connector-plugins/{connectorType}/config/validate`")
+        if not self.started:
+            # Taken before the JVM is up: it must start with the jars this connector's catalog needs.
+            catalog = self.parse(written).catalog
+            self._spark.require(catalog.needs_lake_jars, catalog.driver_jars)
         return written
 
     def _ready_for_writes(self) -> None:
