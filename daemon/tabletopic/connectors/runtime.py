@@ -191,12 +191,13 @@ class ConnectorRuntime:
         if self.parts is None or self.state != RUNNING:
             return
         await self.parts.consumer.hold()
+        # It takes no more records from here, which is what Connect's PAUSED says: the task shows it at
+        # once, beside its connector, while what it took is committed.
+        self._set(PAUSED)
         await self.parts.task.writer.wait_for_flushes()
         if not await self.parts.member.flush("pause", self.config.commit_interval_ms / 1000
                                              + self.config.commit_timeout_ms / 1000, closing=False):
             self.log.warning("pausing: what was read is not committed yet; it will be at a later round")
-        if self.state == RUNNING:
-            self._set(PAUSED)
 
     def resume(self) -> None:
         if self.parts is not None and self.state == PAUSED:
