@@ -93,3 +93,14 @@ def test_values_that_are_not_utf8_are_found_in_a_batch() -> None:
     assert sorted(found) == [1, 2]
     assert "not UTF-8" in found[1]
     assert not_utf8([b'{"a": 1}'] * 3) == {} and not_utf8([]) == {}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(min_value=0, max_value=60), st.integers(min_value=0, max_value=40)),
+                max_size=12), st.integers(min_value=0, max_value=5))
+def test_a_batch_reports_exactly_the_values_past_the_limit(shapes: list[tuple[int, int]], skip: int) -> None:
+    # Values of every length around the limit, some with their brackets in a string, behind a header.
+    limit = 20
+    batch = [b"h" * skip + b"[" * depth + b'"' + b"{" * pad + b'"' + b"]" * depth for depth, pad in shapes]
+    expected = {i for i, (depth, _) in enumerate(shapes) if depth > limit}
+    assert set(too_deep(batch, limit, skip=skip)) == expected
