@@ -132,9 +132,9 @@ def _convert_group(node: Node, indexes: list[int], payloads: list[bytes], result
     if node.needs_python or primitive:
         _convert_python(node, indexes, payloads, result, primitive)
         return
-    if not all(p[:1] == b"{" and b"\n" not in p and b"\r" not in p for p in payloads):
+    fast = [j for j, p in enumerate(payloads) if _one_line_object(p)]
+    if len(fast) < len(payloads):
         # Only one-line objects go to Arrow's reader (see _convert_schemaless); the rest, one by one.
-        fast = [j for j, p in enumerate(payloads) if p[:1] == b"{" and b"\n" not in p and b"\r" not in p]
         slow = sorted(set(range(len(payloads))) - set(fast))
         _convert_python(node, [indexes[j] for j in slow], [payloads[j] for j in slow], result, primitive)
         if fast:
@@ -217,12 +217,11 @@ def _convert_schemaless(data: Sequence[bytes]) -> ConvertResult:
     indexes: list[int] = []
     payloads: list[bytes] = []
     for i, value in enumerate(data):
-        if value[:1] == b"{" and b"\n" not in value and b"\r" not in value:
+        if _one_line_object(value):
             indexes.append(i)
             payloads.append(value)
             continue
-        # Anything else is parsed here first. Arrow's reader must never see a value that is not one
-        # object on one line: a newline would cut it, and a buffer of nulls alone crashes it.
+        # Anything else is parsed here first (see _one_line_object).
         try:
             doc = json.loads(value)
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -241,6 +240,12 @@ def _convert_schemaless(data: Sequence[bytes]) -> ConvertResult:
     _infer_group(indexes, payloads, result)
     result.failures.sort(key=lambda f: f.index)
     return result
+
+
+def _one_line_object(value: bytes) -> bool:
+    """What Arrow's reader may be given: an object on one line. A newline would cut a value in two, and
+    a buffer holding only non-objects (nulls) crashes the reader."""
+    return value[:1] == b"{" and b"\n" not in value and b"\r" not in value
 
 
 def _json_type(doc: Any) -> str:
