@@ -91,8 +91,10 @@ class Staging:
         are not converted. The positions of the tombstones (null values, and values the converter reads
         as null) go into ``tombstones``."""
         refused = {f.index for f in failures}
-        present = [i for i, v in enumerate(raw.values) if v is not None and i not in refused]
-        tombstones += [i for i, v in enumerate(raw.values) if v is None and i not in refused]
+        present: list[int] = []
+        for i, value in enumerate(raw.values):
+            if i not in refused:
+                (present if value is not None else tombstones).append(i)
         out: list[tuple[SinkRecords, bool]] = []
         if present:
             result = convert_isolating(lambda values: self.value_converter.convert(raw.topic, values),
