@@ -168,14 +168,13 @@ class KafkaClients:
         return {"bootstrap_servers": ",".join(self.bootstrap), **self.security(role).aiokafka()}
 
     def admin(self, **kwargs: Any) -> AIOKafkaAdminClient:
-        return AIOKafkaAdminClient(**{**self.kwargs("admin"), **kwargs})
+        return AIOKafkaAdminClient(**self.kwargs("admin"), **kwargs)
 
     def producer(self, **kwargs: Any) -> AIOKafkaProducer:
-        return AIOKafkaProducer(**{**self.kwargs("producer"), **kwargs})
+        return AIOKafkaProducer(**self.kwargs("producer"), **kwargs)
 
     def consumer(self, *topics: str, **kwargs: Any) -> AIOKafkaConsumer:
-        # What the caller asks for wins over the configuration: it is what the caller's logic needs.
-        return AIOKafkaConsumer(*topics, **{**self.kwargs("consumer"), **kwargs})
+        return AIOKafkaConsumer(*topics, **self.kwargs("consumer"), **kwargs)
 
     def faust_credentials(self) -> Any:
         """The consumer's security as Faust's ``broker_credentials`` (None for PLAINTEXT)."""
