@@ -104,6 +104,15 @@ def worker_props(bootstrap: str, **extra: Any) -> dict[str, Any]:
     }
 
 
+def registry_worker(bootstrap: str, value_converter: str) -> tuple[dict[str, Any], str]:
+    """Worker properties that serve the built-in Schema Registry on a free port, with its own schemas
+    topic and ``value_converter`` as the worker's; and the registry's URL."""
+    from tabletopic.demo.broker import free_port
+    url = f"http://127.0.0.1:{free_port()}"
+    return worker_props(bootstrap, **{"schema.registry.listeners": url, "schema.registry.topic": unique("_schemas"),
+                                      "value.converter": value_converter}), url
+
+
 STARTED: list[DaemonProcess] = []  # every daemon a test started; conftest stops leftovers
 
 

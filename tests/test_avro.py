@@ -23,18 +23,13 @@ from tests.support import (
     duckdb_connection,
     produce,
     read_topic,
+    registry_worker,
     run_in_process,
     unique,
     worker_props,
 )
 
 AVRO = "io.confluent.connect.avro.AvroConverter"
-
-
-def _registry_worker(bootstrap: str) -> tuple[dict[str, Any], str]:
-    url = f"http://127.0.0.1:{free_port()}"
-    return worker_props(bootstrap, **{"schema.registry.listeners": url, "schema.registry.topic": unique("_schemas"),
-                                      "value.converter": AVRO}), url
 
 
 def _serializer(url: str, schema: dict[str, Any]) -> Callable[[str, dict[str, Any]], bytes]:
@@ -75,7 +70,7 @@ def order(version: int, i: int) -> dict[str, Any]:
 def test_v1_v2_v3_from_the_registry_evolve_one_table(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
     topic, table = unique("orders"), "avro.orders"
     create_topic(bootstrap, topic, 2)
-    worker, url = _registry_worker(bootstrap)
+    worker, url = registry_worker(bootstrap, AVRO)
     connector = {"name": unique("avro"), "topics": topic, "iceberg.tables": table,
                  "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.evolve-schema-enabled": "true",
                  "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}
@@ -140,7 +135,7 @@ def test_new_struct_list_and_map_columns_then_a_field_inside_the_new_struct(
         bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
     topic, table = unique("parcels"), "avro.parcels"
     create_topic(bootstrap, topic, 1)
-    worker, url = _registry_worker(bootstrap)
+    worker, url = registry_worker(bootstrap, AVRO)
     connector = {"name": unique("avro"), "topics": topic, "iceberg.tables": table,
                  "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.evolve-schema-enabled": "true",
                  "errors.tolerance": "all", "iceberg.control.commit.interval-ms": "1000",
@@ -218,7 +213,7 @@ def every(i: int) -> dict[str, Any]:
 def test_every_avro_type_lands_in_its_iceberg_type(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
     topic, table = unique("every"), "avro.every"
     create_topic(bootstrap, topic, 1)
-    worker, url = _registry_worker(bootstrap)
+    worker, url = registry_worker(bootstrap, AVRO)
     connector = {"name": unique("every"), "topics": topic, "iceberg.tables": table,
                  "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000",
                  **warehouse.connector_props()}
@@ -260,7 +255,7 @@ def test_poison_records_among_ten_thousand_good_ones(bootstrap: str, spark: Spar
     topic, dlq, table = unique("avro_poison"), unique("avro_dlq"), "avro.poison"
     create_topic(bootstrap, topic, 2)
     create_topic(bootstrap, dlq, 1)
-    worker, url = _registry_worker(bootstrap)
+    worker, url = registry_worker(bootstrap, AVRO)
     schema = {"type": "record", "name": "Reading", "fields": [
         {"name": "id", "type": "long"}, {"name": "value", "type": "double"},
         {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}

@@ -11,7 +11,6 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from tabletopic.demo.broker import free_port
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
     Warehouse,
@@ -19,9 +18,9 @@ from tests.support import (
     duckdb_connection,
     produce,
     read_topic,
+    registry_worker,
     run_in_process,
     unique,
-    worker_props,
 )
 
 JSON_SCHEMA = "io.confluent.connect.json.JsonSchemaConverter"
@@ -76,9 +75,7 @@ def test_v1_v2_v3_json_schema_from_the_registry_evolve_one_table(bootstrap: str,
     topic, table, dlq = unique("js_orders"), "js.orders", unique("js_dlq")
     create_topic(bootstrap, topic, 2)
     create_topic(bootstrap, dlq, 1)
-    url = f"http://127.0.0.1:{free_port()}"
-    worker = worker_props(bootstrap, **{"schema.registry.listeners": url, "schema.registry.topic": unique("_schemas"),
-                                        "value.converter": JSON_SCHEMA})
+    worker, url = registry_worker(bootstrap, JSON_SCHEMA)
     connector = {"name": unique("js"), "topics": topic, "iceberg.tables": table,
                  "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.evolve-schema-enabled": "true",
                  "iceberg.control.commit.interval-ms": "1000", "errors.tolerance": "all",
@@ -152,9 +149,7 @@ def test_a_oneof_of_tagged_objects_is_a_struct_readers_query_by_field(bootstrap:
                                                                         warehouse: Warehouse) -> None:
     topic, table = unique("js_pay"), "js.payments"
     create_topic(bootstrap, topic, 2)
-    url = f"http://127.0.0.1:{free_port()}"
-    worker = worker_props(bootstrap, **{"schema.registry.listeners": url, "schema.registry.topic": unique("_schemas"),
-                                        "value.converter": JSON_SCHEMA})
+    worker, url = registry_worker(bootstrap, JSON_SCHEMA)
     connector = {"name": unique("js_pay"), "topics": topic, "iceberg.tables": table,
                  "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000",
                  **warehouse.connector_props()}

@@ -13,7 +13,6 @@ from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import message_factory
 
-from tabletopic.demo.broker import free_port
 from tabletopic.registry.protobuf_schema import parse
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
@@ -22,9 +21,9 @@ from tests.support import (
     duckdb_connection,
     produce,
     read_topic,
+    registry_worker,
     run_in_process,
     unique,
-    worker_props,
 )
 
 PROTOBUF = "io.confluent.connect.protobuf.ProtobufConverter"
@@ -91,9 +90,7 @@ def test_v1_v2_v3_protobuf_from_the_registry_evolve_one_table(bootstrap: str, sp
                                                                warehouse: Warehouse) -> None:
     topic, table = unique("pb_orders"), "pb.orders"
     create_topic(bootstrap, topic, 2)
-    url = f"http://127.0.0.1:{free_port()}"
-    worker = worker_props(bootstrap, **{"schema.registry.listeners": url, "schema.registry.topic": unique("_schemas"),
-                                        "value.converter": PROTOBUF})
+    worker, url = registry_worker(bootstrap, PROTOBUF)
     connector = {"name": unique("pb"), "topics": topic, "iceberg.tables": table,
                  "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.evolve-schema-enabled": "true",
                  "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}
