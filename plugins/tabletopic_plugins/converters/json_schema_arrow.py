@@ -210,11 +210,11 @@ def _member_names(members: list[Any]) -> list[str]:
     types = [_member_type(m) for m in members]
     names = []
     for i, (member, kind) in enumerate(zip(members, types, strict=True)):
-        properties = member.get("properties") if isinstance(member, dict) else None
+        wrapped = _wrapped(member)
         if isinstance(member, dict) and isinstance(member.get("title"), str) and member["title"]:
             name = member["title"]
-        elif kind == "object" and isinstance(properties, dict) and len(properties) == 1:
-            name = next(iter(properties))
+        elif wrapped is not None:
+            name = wrapped
         elif kind is not None and types.count(kind) == 1:
             name = kind
         else:
