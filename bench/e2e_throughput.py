@@ -44,7 +44,7 @@ from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.demo.broker import EmbeddedBroker, create_topic
 from tabletopic.demo.lake_servers import SeaweedLake
-from tabletopic.ops.logging_setup import configure_logging
+from tabletopic.observe.logging_setup import configure_logging
 from tabletopic.standalone import Standalone
 from tabletopic.write.spark_session import SparkRuntime
 

@@ -34,12 +34,12 @@ from typing import Any
 import duckdb
 from aiokafka import AIOKafkaProducer
 
-from tabletopic.commit.source_offsets import PyIcebergTable, recorded_in
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.demo.broker import EmbeddedBroker, create_topic
 from tabletopic.demo.lake_servers import duckdb_offline
 from tabletopic.maintain.table_stats import stats_from_pyiceberg
+from tabletopic.offsets.source_offsets import PyIcebergTable, recorded_in
 from tabletopic.write.pyiceberg_catalog import open_table
 
 PARTITIONS = 4

@@ -29,8 +29,8 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 
-from tabletopic.commit.source_offsets import decode, offsets_key
 from tabletopic.demo.broker import EmbeddedBroker, create_topic
+from tabletopic.offsets.source_offsets import decode, offsets_key
 
 TOPIC, PARTITIONS, TABLE = "bench_memory", 4, "bench.memory"
 

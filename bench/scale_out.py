@@ -27,8 +27,8 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 
-from tabletopic.commit.source_offsets import offsets_key
 from tabletopic.demo.broker import EmbeddedBroker, create_topic
+from tabletopic.offsets.source_offsets import offsets_key
 
 PARTITIONS = 6
 INTERVAL_MS = 2000

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tabletopic.config.catalog_settings import POSTGRES_DRIVER
 from tabletopic.demo.broker import EmbeddedBroker
-from tabletopic.write.catalog_settings import POSTGRES_DRIVER
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import STARTED, Warehouse
 

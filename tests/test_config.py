@@ -12,8 +12,9 @@ import pytest
 
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.definition import ConfigError
-from tabletopic.config.files import load_config_file, parse_properties
+from tabletopic.config.files import load_config_file
 from tabletopic.config.worker import parse_worker
+from tabletopic.java_properties import parse_properties
 
 WORKER = parse_worker({"bootstrap.servers": "127.0.0.1:9092"})
 GOOD: dict[str, Any] = {

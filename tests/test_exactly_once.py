@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tabletopic.commit.source_offsets import Recorded, offsets_key, round_start_key
 from tabletopic.commit.table_committer import CommitFailed, CommitResult, TableCommitter
+from tabletopic.offsets.source_offsets import Recorded, offsets_key, round_start_key
 from tabletopic.sink_task import SinkTask
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (

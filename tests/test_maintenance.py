@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from tabletopic.commit.source_offsets import read_recorded
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.demo.broker import free_port
 from tabletopic.maintain.table_stats import TableStats, stats_from_java
+from tabletopic.offsets.source_offsets import read_recorded
 from tabletopic.write.pyiceberg_catalog import open_table
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (

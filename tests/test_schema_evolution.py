@@ -100,7 +100,7 @@ def test_a_schema_change_that_races_another_commit_is_planned_again(spark: Spark
     from tabletopic.buffer.partition_ledger import PartitionLedger
     from tabletopic.config.connector import parse_connector
     from tabletopic.config.worker import parse_worker
-    from tabletopic.ops.metrics import SinkMetrics
+    from tabletopic.observe.metrics import SinkMetrics
     from tabletopic.write.file_writer import FileWriter
     from tabletopic.write.iceberg_tables import IcebergTables
     from tabletopic.write.sink_writer import SinkWriter

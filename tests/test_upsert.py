@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tabletopic.commit.source_offsets import offsets_key
+from tabletopic.offsets.source_offsets import offsets_key
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
     DaemonProcess,

@@ -36,7 +36,7 @@ def _load(worker_path: str | None, connector_paths: Sequence[str]) -> tuple[Work
 
 
 def _logging(worker: WorkerConfig, connectors: Sequence[ConnectorConfig] = ()) -> None:
-    from tabletopic.ops.logging_setup import configure_logging
+    from tabletopic.observe.logging_setup import configure_logging
     configure_logging(worker.log_level, worker.log_format, worker.scrubber)
     import structlog
     for warning in [*worker.warnings, *(w for c in connectors for w in c.warnings)]:

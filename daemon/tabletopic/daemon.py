@@ -33,10 +33,10 @@ from tabletopic.connectors.config_store import ConfigStore, TargetState
 from tabletopic.connectors.herder import Herder, LocalStatusBoard, StatusBoard
 from tabletopic.connectors.runtime import ConnectorRuntime
 from tabletopic.kafka_clients import KafkaAccessError, KafkaClients, KafkaUnavailable
-from tabletopic.ops.http_server import HttpServer
-from tabletopic.ops.metrics import connector_states, new_registry
+from tabletopic.observe.metrics import connector_states, new_registry
 from tabletopic.registry.service import RegistryStartError, SchemaRegistryService
 from tabletopic.rest.connect_api import ConnectApi
+from tabletopic.rest.http_server import HttpServer
 from tabletopic.write.jvm_classpath import JavaNotFoundError, build_classpath
 from tabletopic.write.jvm_liveness import JvmLiveness
 from tabletopic.write.spark_session import SparkRuntime

@@ -24,7 +24,7 @@ from aiokafka.errors import MessageSizeTooLargeError
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.convert.records import RawRecords
 from tabletopic.kafka_clients import KafkaClients
-from tabletopic.ops.metrics import SinkMetrics
+from tabletopic.observe.metrics import SinkMetrics
 
 log = structlog.get_logger(__name__)
 _DLQ_MAX = 64 * 1024 * 1024

@@ -21,20 +21,19 @@ import numpy as np
 import structlog
 
 from tabletopic.buffer.partition_ledger import PartitionLedger
-from tabletopic.commit.events import TopicPartition
-from tabletopic.commit.java_sink import check_takeover, java_sink_commit
-from tabletopic.commit.source_offsets import Recorded, read_recorded, tables_recording
 from tabletopic.commit.table_commits import TableCommits
 from tabletopic.commit.table_committer import TableCommitter
-from tabletopic.commit.worker import WriteResult
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.convert.records import RawRecords, SinkRecords
 from tabletopic.failed_records import FailedRecords, RecordFailure
 from tabletopic.isolation import SystemUnavailable, apply_isolating
 from tabletopic.kafka_clients import KafkaClients
 from tabletopic.maintain.maintainer import Maintainer
-from tabletopic.ops.metrics import SinkMetrics
+from tabletopic.observe.metrics import SinkMetrics
+from tabletopic.offsets.java_sink import check_takeover, java_sink_commit
+from tabletopic.offsets.source_offsets import Recorded, read_recorded, tables_recording
 from tabletopic.staging import Staging, payload_sizes
+from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.file_writer import FileWriter
 from tabletopic.write.iceberg_tables import (
     JAVA_ERRORS,
@@ -45,6 +44,7 @@ from tabletopic.write.iceberg_tables import (
 )
 from tabletopic.write.sink_writer import SinkWriter
 from tabletopic.write.spark_session import SparkRuntime
+from tabletopic.write.write_result import WriteResult
 
 log = structlog.get_logger(__name__)
 

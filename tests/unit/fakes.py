@@ -8,10 +8,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from tabletopic.commit.events import Answer, Message, TableFiles, TopicPartition
+from tabletopic.commit.events import Answer, Message
 from tabletopic.commit.table_commits import RoundOutcome
-from tabletopic.commit.worker import WriteResult
-from tabletopic.ops.metrics import SinkMetrics
+from tabletopic.observe.metrics import SinkMetrics
+from tabletopic.topic_partition import TopicPartition
+from tabletopic.write.write_result import TableFiles, WriteResult
 
 TP0, TP1 = ("t", 0), ("t", 1)
 

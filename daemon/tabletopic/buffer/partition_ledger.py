@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-TopicPartition = tuple[str, int]
+from tabletopic.offsets.resume import Offsets, resume_position
+from tabletopic.topic_partition import TopicPartition
+
 Raised = list[tuple[str, TopicPartition, int]]  # (table, partition, new floor): buffered rows below it must go
 
 
@@ -44,32 +46,11 @@ class PartitionLedger:
         offsets = [recorded[tp] for recorded in self._recorded.values() if tp in recorded]
         return min(offsets) if offsets else None
 
-    def resume_from(self, tp: TopicPartition, recorded: dict[str, dict[TopicPartition, int]],
-                    round_starts: dict[str, dict[TopicPartition, int]], group_offset: int | None) -> int | None:
-        """Where ``tp`` must be read from so that no table misses a row: None if nothing says.
-
-        ``recorded`` and ``round_starts`` are, per table, its offsets and where its last round began
-        reading (see :mod:`tabletopic.commit.source_offsets`); ``group_offset`` is the consumer
-        group's. Tables that record more drop the rows below their offsets themselves.
-        """
-        candidates = [offsets[tp] for offsets in recorded.values() if tp in offsets]
-        in_a_table = bool(candidates)
-        if group_offset is not None:
-            candidates.append(group_offset)
-        else:
-            # A table that records nothing of the partition was left out above, yet it may be owed rows
-            # of a round that a crash (or a failed commit) cut between two tables' snapshots: where the
-            # tables' last rounds began covers them. A group offset needs no such help, as the group is
-            # committed only once every table took a round, so it is at or below any such round.
-            candidates.extend(starts[tp] for starts in round_starts.values() if tp in starts)
-        restart = self._uncommitted_from.get(tp)
-        if not in_a_table and restart is not None:
-            # No table records the partition yet (a write or a revocation's commit failed before the
-            # first one): only the sink knows where its dropped rows began. Once a table records it,
-            # its offset is at or below any uncommitted row, so an old value here cannot force a long
-            # replay after the partition spent a while with another member.
-            candidates.append(restart)
-        return min(candidates) if candidates else None
+    def resume_from(self, tp: TopicPartition, recorded: Offsets, round_starts: Offsets,
+                    group_offset: int | None) -> int | None:
+        """Where ``tp`` must be read from (see :mod:`tabletopic.offsets.resume`); only the ledger knows
+        where a partition's dropped, uncommitted rows began."""
+        return resume_position(tp, recorded, round_starts, group_offset, self._uncommitted_from.get(tp))
 
     def recorded(self) -> dict[str, dict[TopicPartition, int]]:
         return {t: dict(o) for t, o in self._recorded.items()}

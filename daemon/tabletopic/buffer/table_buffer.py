@@ -15,8 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from tabletopic.convert.records import SinkRecords
-
-TopicPartition = tuple[str, int]
+from tabletopic.topic_partition import TopicPartition
 
 
 class SchemaConflict(Exception):

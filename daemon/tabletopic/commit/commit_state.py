@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from tabletopic.commit.events import Answer, TableFiles, TopicPartition
+from tabletopic.commit.events import Answer
+from tabletopic.topic_partition import TopicPartition
+from tabletopic.write.write_result import TableFiles
 
 
 @dataclass

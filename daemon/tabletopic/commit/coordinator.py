@@ -23,10 +23,12 @@ import structlog
 from aiokafka.errors import KafkaError
 
 from tabletopic.commit.commit_state import CommitState, clean_after, judge
-from tabletopic.commit.events import Answer, Message, Start, TableFiles, TopicPartition, Verdict
+from tabletopic.commit.events import Answer, Message, Start, Verdict
 from tabletopic.commit.table_commits import RoundOutcome
 from tabletopic.commit.worker import Sender
-from tabletopic.ops.metrics import SinkMetrics
+from tabletopic.observe.metrics import SinkMetrics
+from tabletopic.topic_partition import TopicPartition
+from tabletopic.write.write_result import TableFiles
 
 log = structlog.get_logger(__name__)
 

@@ -24,7 +24,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-TopicPartition = tuple[str, int]
+from tabletopic.topic_partition import TopicPartition
+from tabletopic.write.write_result import TableFiles
+
 VERSION = 1
 MAX_FRAGMENTS = 4096
 _MAX_EPOCH = 2**31 - 1  # a Kafka group generation is an int32
@@ -41,22 +43,6 @@ class Start:
     commit_id: str
     epoch: int
     reason: str = "interval"
-
-
-@dataclass
-class TableFiles:
-    """What one answer (or several, merged) adds to one table."""
-
-    files: list[dict[str, Any]]  # Iceberg content files, in ContentFileParser's JSON form
-    records: int
-    max_timestamp_ms: int | None
-    written_at_ms: int | None = None  # wall clock when the oldest of the files was written
-
-    def merged(self, other: TableFiles) -> TableFiles:
-        stamps = [t for t in (self.max_timestamp_ms, other.max_timestamp_ms) if t is not None]
-        written = [t for t in (self.written_at_ms, other.written_at_ms) if t is not None]
-        return TableFiles(self.files + other.files, self.records + other.records, max(stamps) if stamps else None,
-                          min(written) if written else None)
 
 
 @dataclass

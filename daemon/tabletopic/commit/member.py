@@ -25,9 +25,10 @@ import structlog
 
 from tabletopic.commit.channel import Channel
 from tabletopic.commit.coordinator import Coordinator, CoordinatorTables, TableMaintenance
-from tabletopic.commit.events import Message, TopicPartition
+from tabletopic.commit.events import Message
 from tabletopic.commit.worker import Worker, WorkerSink
-from tabletopic.ops.metrics import SinkMetrics
+from tabletopic.observe.metrics import SinkMetrics
+from tabletopic.topic_partition import TopicPartition
 
 log = structlog.get_logger(__name__)
 _HELD = 16

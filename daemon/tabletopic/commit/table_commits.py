@@ -20,11 +20,13 @@ from typing import Any
 
 import structlog
 
-from tabletopic.commit.events import Answer, TableFiles, TopicPartition
-from tabletopic.commit.source_offsets import read_offsets
+from tabletopic.commit.events import Answer
 from tabletopic.commit.table_committer import CommitFailed, CommitFenced, CommitResult, TableCommitter
-from tabletopic.ops.metrics import SinkMetrics
+from tabletopic.observe.metrics import SinkMetrics
+from tabletopic.offsets.source_offsets import read_offsets
+from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.iceberg_tables import JAVA_ERRORS, IcebergTables, java_error_message
+from tabletopic.write.write_result import TableFiles
 
 log = structlog.get_logger(__name__)
 

@@ -18,11 +18,10 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from tabletopic.commit.source_offsets import (
+from tabletopic.offsets.source_offsets import (
     COMMIT_ID_KEY,
     CONNECTOR_KEY,
     VTTS_KEY,
-    TopicPartition,
     encode,
     epoch_key,
     offsets_key,
@@ -31,6 +30,7 @@ from tabletopic.commit.source_offsets import (
     read_recorded,
     round_start_key,
 )
+from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.iceberg_tables import JAVA_ERRORS, TableHandle, java_error_message
 
 _VALIDATION_RETRIES = 3
@@ -89,7 +89,7 @@ class TableCommitter:
         ``expected`` holds what this sink believes the table records for the partitions in
         ``positions``; a partition absent from it must be absent from the table too.
         ``round_start`` says where the round began reading each partition (see
-        :mod:`tabletopic.commit.source_offsets`); it is recorded over what the table recorded before.
+        :mod:`tabletopic.offsets.source_offsets`); it is recorded over what the table recorded before.
         """
         started = time.monotonic()
         writer = self._jvm().tabletopic.SinkWriter

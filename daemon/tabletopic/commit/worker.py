@@ -21,20 +21,11 @@ from typing import Protocol
 
 import structlog
 
-from tabletopic.commit.events import Answer, Message, Start, TableFiles, TopicPartition, Verdict
+from tabletopic.commit.events import Answer, Message, Start, Verdict
+from tabletopic.topic_partition import TopicPartition
+from tabletopic.write.write_result import WriteResult
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass
-class WriteResult:
-    """What a sink wrote for one answer; taken in one step, so no range claims a row that is in no file."""
-
-    positions: dict[TopicPartition, int]  # next offset per partition
-    starts: dict[TopicPartition, int]  # first uncommitted offset per partition
-    cut_at: dict[str, dict[TopicPartition, int]]  # per buffered table, the floors its rows were cut against
-    written: dict[str, TableFiles]
-    written_floors: dict[str, dict[TopicPartition, int] | None]  # None: files cut against differing floors
 
 
 class WorkerSink(Protocol):

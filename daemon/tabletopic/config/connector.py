@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
+from tabletopic.config.catalog_settings import CatalogPlan, plan_catalog
 from tabletopic.config.definition import (
     ConfigError,
     Key,
@@ -24,11 +25,10 @@ from tabletopic.config.definition import (
     prefixed,
 )
 from tabletopic.config.input_limits import DEFAULT_MAX_VALUE_BYTES, NESTING_DEPTH_KEY, nesting_limit
+from tabletopic.config.maintenance_settings import MaintenanceSettings, settings_from
 from tabletopic.config.partition_by import PartitionField, parse_partition_by
 from tabletopic.config.worker import WorkerConfig, builtin_registry_url
 from tabletopic.kafka_clients import KafkaClients, security_problem
-from tabletopic.maintain.settings import MaintenanceSettings, settings_from
-from tabletopic.write.catalog_settings import CatalogPlan, plan_catalog
 
 CONNECTOR_CLASSES = (
     "org.apache.iceberg.connect.IcebergSinkConnector",

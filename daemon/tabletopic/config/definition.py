@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from tabletopic.config.secrets import shown
+from tabletopic.observe.secrets import shown
 
 
 class KeyType(Enum):
@@ -25,7 +25,7 @@ class KeyType(Enum):
     LIST = "list"
     REGEX = "regex"
     PREFIX = "prefix"  # a family of keys, e.g. iceberg.catalog.*
-    PASSWORD = "password"  # a string never shown (see config/secrets.py)
+    PASSWORD = "password"  # a string never shown (see observe/secrets.py)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tabletopic.config.definition import Problem
+from tabletopic.java_properties import parse_properties
 
 _CLASSES = {
     "org.apache.kafka.common.config.provider.FileConfigProvider": "file",
@@ -81,7 +82,6 @@ class Providers:
             raise LookupError("a ${file:...} placeholder needs a file and a key: ${file:/path:key}")
         values = self._files.get(path)
         if values is None:
-            from tabletopic.config.files import parse_properties
 
             values = self._files[path] = parse_properties(_read(Path(path)))
         if key not in values:

@@ -35,7 +35,7 @@ from tabletopic.connectors.config_store import (
 from tabletopic.connectors.offsets import OffsetChanges, OffsetsChangeRefused, TableOffsets, change_offsets
 from tabletopic.connectors.runtime import FAILED, RESTARTING, UNASSIGNED, ConnectorRuntime
 from tabletopic.kafka_clients import KafkaClients
-from tabletopic.ops.table_offsets import resume_positions
+from tabletopic.offsets.resume import tables_resume
 from tabletopic.write.spark_session import SparkRuntime
 
 log = structlog.get_logger(__name__)
@@ -446,7 +446,7 @@ class Herder:
             recorded = await asyncio.to_thread(reader.read)
         finally:
             reader.close()
-        return resume_positions(r.offsets for r in recorded.values())
+        return tables_resume(recorded)
 
     async def change_offsets(self, name: str, changes: OffsetChanges | None) -> None:
         """Alter (or, with None, reset) the offsets: the connector must be STOPPED and its group empty."""

@@ -1,7 +1,7 @@
 """The offsets a connector's tables hold, read and changed as Kafka Connect's offsets API (KIP-875) asks.
 
 A Connect sink's offsets are its consumer group's; tabletopic's live in its tables, one
-record per table (see :mod:`tabletopic.commit.source_offsets`), and the group's only
+record per table (see :mod:`tabletopic.offsets.source_offsets`), and the group's only
 follow them.  Reading gives, per partition, the lowest offset any table records: where
 the connector resumes it.
 
@@ -22,11 +22,12 @@ from aiokafka import TopicPartition as KafkaTP
 from aiokafka.errors import KafkaError
 from aiokafka.protocol.admin import DeleteGroupsRequest
 
-from tabletopic.commit.source_offsets import Recorded, TopicPartition, read_recorded, tables_recording
 from tabletopic.commit.table_committer import TableCommitter
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.kafka_clients import KafkaClients
-from tabletopic.ops.table_offsets import resume_positions
+from tabletopic.offsets.resume import resume_positions
+from tabletopic.offsets.source_offsets import Recorded, read_recorded, tables_recording
+from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.spark_session import SparkRuntime
 
@@ -79,7 +80,7 @@ class TableOffsets:
             if new != recorded.offsets or recorded.source != "snapshot":
                 self._committer.set_offsets(self._tables.get(name), new)
             held[name] = new
-        positions = resume_positions(held.values())
+        positions = resume_positions(held)  # an operator's offsets carry no round start
         if not held and changes:  # no table yet: the group alone says where to start
             positions = {tp: o for tp, o in changes.items() if o is not None}
         return positions

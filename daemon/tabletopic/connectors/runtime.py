@@ -25,7 +25,7 @@ from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig
 from tabletopic.consume.agent import FaustConsumer
 from tabletopic.kafka_clients import KafkaAccessError, KafkaClients, KafkaUnavailable
-from tabletopic.ops.metrics import SinkMetrics
+from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.sink_task import SinkTask
 from tabletopic.write.iceberg_tables import JAVA_ERRORS, CatalogUnavailable, TableError, java_error_message
 from tabletopic.write.spark_session import SparkRuntime

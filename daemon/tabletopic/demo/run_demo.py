@@ -25,13 +25,13 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 from google.protobuf import message_factory
 
-from tabletopic.commit.source_offsets import read_offsets
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.demo.broker import EmbeddedBroker, create_topic, free_port
 from tabletopic.demo.lake_servers import SeaweedLake, duckdb_offline
 from tabletopic.kafka_clients import KafkaClients
-from tabletopic.ops.logging_setup import configure_logging
+from tabletopic.observe.logging_setup import configure_logging
+from tabletopic.offsets.source_offsets import read_offsets
 from tabletopic.registry.protobuf_schema import parse as parse_proto
 from tabletopic.registry.service import SchemaRegistryService
 from tabletopic.route.router import topic_table

@@ -13,7 +13,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 
-from tabletopic.maintain.settings import MaintenanceSettings
+from tabletopic.config.maintenance_settings import MaintenanceSettings
 
 
 class CommitPositions:

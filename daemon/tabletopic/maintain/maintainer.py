@@ -20,13 +20,13 @@ from typing import Any
 
 import structlog
 
-from tabletopic.commit.source_offsets import read_recorded
+from tabletopic.config.maintenance_settings import MaintenanceSettings
 from tabletopic.maintain.commit_positions import CommitPositions
 from tabletopic.maintain.plan import plan_conversion, plan_maintenance
-from tabletopic.maintain.settings import MaintenanceSettings
 from tabletopic.maintain.table_maintenance import MaintenanceReport, MaintenanceStopped, run_plan
 from tabletopic.maintain.table_stats import stats_from_java
-from tabletopic.ops.metrics import SinkMetrics
+from tabletopic.observe.metrics import SinkMetrics
+from tabletopic.offsets.source_offsets import read_recorded
 from tabletopic.write.iceberg_tables import IcebergTables
 
 log = structlog.get_logger(__name__)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tabletopic.maintain.settings import MaintenanceSettings
+from tabletopic.config.maintenance_settings import MaintenanceSettings
 from tabletopic.maintain.table_stats import SnapshotInfo, TableStats
 
 

@@ -20,7 +20,7 @@ Why it is safe beside the sink's own commits:
 * **Expiry** is cut off so that the newest snapshot holding each group's offsets stays
   (see :mod:`tabletopic.maintain.plan`); were someone else's expiry to remove it, the
   offsets table property written in the same commit answers (see
-  :mod:`tabletopic.commit.source_offsets`).
+  :mod:`tabletopic.offsets.source_offsets`).
 * **Orphan removal** only takes files older than ``orphans.older-than-ms``, and the
   coordinator never commits files that waited for more than half of it.
 * A maintenance run started by a coordinator that has lost its role is harmless for the
@@ -34,8 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tabletopic.config.maintenance_settings import MaintenanceSettings
 from tabletopic.maintain.plan import MaintenancePlan
-from tabletopic.maintain.settings import MaintenanceSettings
 from tabletopic.maintain.table_stats import TableStats, stats_from_java
 
 MAINTAINED_BY_KEY = "tabletopic.maintained-by"

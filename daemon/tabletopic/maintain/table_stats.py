@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from tabletopic.commit.source_offsets import OFFSETS_KEY_PREFIX
+from tabletopic.offsets.source_offsets import OFFSETS_KEY_PREFIX
 
 DEFAULT_TARGET_FILE_BYTES = 512 * 1024 * 1024  # Iceberg's write.target-file-size-bytes default
 SMALL_FRACTION = 0.75  # Spark's rewrite treats files under 75% of the target as too small

@@ -13,18 +13,18 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from tabletopic.commit.source_offsets import VTTS_KEY, PyIcebergTable, TopicPartition, recorded_in
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.kafka_clients import KafkaClients
-from tabletopic.ops.table_offsets import resume_positions
+from tabletopic.offsets.resume import tables_resume
+from tabletopic.offsets.source_offsets import VTTS_KEY, PyIcebergTable, Recorded, recorded_in
+from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.pyiceberg_catalog import open_table
 
 
 @dataclass(frozen=True)
 class TableStatus:
     name: str
-    offsets: dict[TopicPartition, int]
-    source: str
+    recorded: Recorded
     committed_at_ms: int | None
     newest_record_ms: int | None
 
@@ -67,7 +67,7 @@ def table_statuses(config: ConnectorConfig, tables: list[str]) -> list[TableStat
         recorded = recorded_in(PyIcebergTable(table), config.table(name).commit_branch, config.group_id)
         snapshot = table.metadata.snapshot_by_id(recorded.snapshot_id) if recorded.snapshot_id else None
         summary = snapshot.summary.additional_properties if snapshot is not None and snapshot.summary else {}
-        out.append(TableStatus(name, recorded.offsets, recorded.source,
+        out.append(TableStatus(name, recorded,
                                snapshot.timestamp_ms if snapshot is not None else None,
                                int(summary[VTTS_KEY]) if VTTS_KEY in summary else None))
     return out
@@ -75,14 +75,14 @@ def table_statuses(config: ConnectorConfig, tables: list[str]) -> list[TableStat
 
 def status_lines(config: ConnectorConfig, clients: KafkaClients, tables: list[str]) -> list[str]:
     statuses = table_statuses(config, tables)
-    resume = resume_positions(s.offsets for s in statuses)
+    resume = tables_resume({s.name: s.recorded for s in statuses})
     group, ends = asyncio.run(_kafka(clients, config.group_id, resume))
     now_ms = time.time() * 1000
     lines = [f"connector {config.name}: group {config.group_id}, {len(resume)} partitions in its tables"]
     for s in statuses:
         when = f"committed {(now_ms - s.committed_at_ms) / 1000:.0f}s ago" if s.committed_at_ms else "no commit found"
         fresh = (f", newest record {(now_ms - s.newest_record_ms) / 1000:.0f}s old" if s.newest_record_ms else "")
-        lines.append(f"  table {s.name}: offsets from the {s.source}, {when}{fresh}")
+        lines.append(f"  table {s.name}: offsets from the {s.recorded.source}, {when}{fresh}")
     total = 0
     for tp, offset in sorted(resume.items()):
         end = ends.get(tp)

@@ -18,7 +18,7 @@ import structlog
 from aiohttp import web
 
 from tabletopic.kafka_clients import KafkaClients
-from tabletopic.ops.listener_security import ListenerSecurity
+from tabletopic.listener_security import ListenerSecurity
 from tabletopic.registry.rest_api import RegistryApi
 from tabletopic.registry.schema_log import SchemaLog
 from tabletopic.registry.schema_store import SchemaStore

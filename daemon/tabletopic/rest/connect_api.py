@@ -18,9 +18,9 @@ from aiohttp import web
 from tabletopic import __version__
 from tabletopic.config.connector import CONNECTOR_CLASSES, CONNECTOR_KEYS, CONVERTER_GROUP, TRANSFORM_GROUP
 from tabletopic.config.files import as_text
-from tabletopic.config.secrets import redact
 from tabletopic.connectors.config_store import TargetState
 from tabletopic.connectors.herder import BadRequest, Herder, HerderError, NotFound
+from tabletopic.observe.secrets import redact
 from tabletopic.rest import entities
 from tabletopic.rest.loggers import LoggerLevels
 

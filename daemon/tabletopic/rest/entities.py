@@ -1,7 +1,7 @@
 """Kafka Connect's REST entities, field for field (``connect/runtime`` ``rest/entities``).
 
 Each function builds one JSON shape; nothing here decides anything.  Configurations are
-shown as written with secrets hidden (:func:`tabletopic.config.secrets.redact`).
+shown as written with secrets hidden (:func:`tabletopic.observe.secrets.redact`).
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tabletopic.commit.source_offsets import TopicPartition
 from tabletopic.config.definition import Key, KeyType, Problem
-from tabletopic.config.secrets import redact
 from tabletopic.connectors.herder import BadRequest, TaskStatus
+from tabletopic.observe.secrets import redact
+from tabletopic.topic_partition import TopicPartition
 
 CONNECTOR_TYPE = "sink"
 

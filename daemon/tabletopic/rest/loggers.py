@@ -1,7 +1,7 @@
 """Connect's logging API (``/admin/loggers``) over the standard library's loggers.
 
 Every line the daemon logs goes through a ``logging`` logger (see
-:mod:`tabletopic.ops.logging_setup`), so these are the levels that decide.  Levels
+:mod:`tabletopic.observe.logging_setup`), so these are the levels that decide.  Levels
 take log4j's names, as in Connect; ``last_modified`` is when this API last set one.
 """
 
@@ -11,7 +11,7 @@ import logging
 import time
 from typing import Any
 
-from tabletopic.ops.logging_setup import level_name, parse_level
+from tabletopic.observe.logging_setup import level_name, parse_level
 
 
 class LoggerLevels:

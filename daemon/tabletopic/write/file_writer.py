@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from tabletopic.buffer.table_buffer import Drained
-from tabletopic.ops.metrics import SinkMetrics
+from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.write.arrow_conform import conform
 from tabletopic.write.iceberg_tables import TableHandle
 from tabletopic.write.spark_session import SparkRuntime

@@ -18,12 +18,11 @@ import pyarrow as pa
 import structlog
 
 from tabletopic.buffer.partition_ledger import PartitionLedger, Raised
-from tabletopic.buffer.table_buffer import Drained, TableBuffer, TopicPartition
-from tabletopic.commit.events import TableFiles
-from tabletopic.commit.worker import WriteResult
+from tabletopic.buffer.table_buffer import Drained, TableBuffer
 from tabletopic.convert.converter import Failure
 from tabletopic.convert.records import UPSERT, SinkRecords
-from tabletopic.ops.metrics import SinkMetrics
+from tabletopic.observe.metrics import SinkMetrics
+from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.arrow_conform import ConformError, conform
 from tabletopic.write.file_writer import FileWriter, WrittenFiles
 from tabletopic.write.iceberg_tables import (
@@ -35,6 +34,7 @@ from tabletopic.write.iceberg_tables import (
 )
 from tabletopic.write.schema_evolution import EvolutionError, plan
 from tabletopic.write.schema_evolution import apply as apply_changes
+from tabletopic.write.write_result import TableFiles, WriteResult
 
 log = structlog.get_logger(__name__)
 _EVOLVE_ATTEMPTS = 5

@@ -62,25 +62,6 @@ def test_reading_the_tables_again_drops_floors_a_table_does_not_record() -> None
     assert raised == [("db.t", TP1, 8)] and ledger.floors("db.t") == {TP1: 8}
 
 
-def test_resume_from_the_lowest_offset_any_table_records_or_the_group_has() -> None:
-    ledger = _ledger()
-    recorded = {"db.a": {TP0: 50}, "db.b": {TP0: 30}}
-    assert ledger.resume_from(TP0, recorded, {}, None) == 30
-    assert ledger.resume_from(TP0, recorded, {}, 20) == 20
-    assert ledger.resume_from(TP1, recorded, {}, None) is None  # nothing says: auto.offset.reset
-
-
-def test_a_round_cut_between_two_tables_resumes_where_the_round_began() -> None:
-    # db.a took the round 40..90 and died before db.b did: db.b, which records nothing of TP0, is owed
-    # the round's rows from 40, and db.a drops them below its own 90.
-    ledger = _ledger()
-    recorded, starts = {"db.a": {TP0: 90}, "db.b": {}}, {"db.a": {TP0: 40}}
-    assert ledger.resume_from(TP0, recorded, starts, None) == 40
-    # The group is committed only after a round every table took: it is at or below the round's start.
-    assert ledger.resume_from(TP0, recorded, starts, 40) == 40
-    assert ledger.resume_from(TP0, {"db.a": {TP0: 90}}, {}, None) == 90  # without the start, rows 40..89 were lost
-
-
 def test_where_uncommitted_rows_began_counts_only_while_no_table_records_the_partition() -> None:
     ledger = _ledger()
     ledger.accept(TP0, 5, 25)

@@ -6,7 +6,8 @@ import asyncio
 from typing import Any
 
 from tabletopic.commit.coordinator import Coordinator
-from tabletopic.commit.events import Start, TableFiles, Verdict
+from tabletopic.commit.events import Start, Verdict
+from tabletopic.write.write_result import TableFiles
 from tests.unit.fakes import TP0, TP1, FakeChannel, FakeTables, answer, files, metrics, run, settle
 
 

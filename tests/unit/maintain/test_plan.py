@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tabletopic.config.maintenance_settings import MaintenanceSettings
 from tabletopic.maintain.plan import plan_expiry, plan_maintenance
-from tabletopic.maintain.settings import MaintenanceSettings
 from tabletopic.maintain.table_stats import SnapshotInfo, TableStats
 
 SETTINGS = MaintenanceSettings(mode="auto", interval_s=0, conversion="look", commit_max_rows=0, min_input_files=10,

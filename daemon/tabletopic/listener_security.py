@@ -32,6 +32,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from tabletopic.java_properties import parse_properties
 from tabletopic.tls_stores import load_keystore, store_type, trusted_pem
 
 OPEN_PATHS = frozenset({"/health"})
@@ -96,8 +97,6 @@ def listener_security(props: Mapping[str, str], url: str, tls_prefix: str, auth_
     path = props.get(f"{auth_prefix}authentication.credentials.file")
     if not path:
         raise ValueError(f"{auth_prefix}authentication.method=BASIC needs {auth_prefix}authentication.credentials.file")
-    from tabletopic.config.files import parse_properties
-
     try:
         users = parse_properties(Path(path).read_text())
     except OSError as exc:

@@ -26,7 +26,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-TopicPartition = tuple[str, int]
+from tabletopic.topic_partition import TopicPartition
+
 OFFSETS_KEY_PREFIX = "kafka.connect.source-offsets."
 COMMIT_ID_KEY = "kafka.connect.commit-id"
 VTTS_KEY = "kafka.connect.vtts"  # valid-through timestamp: newest record timestamp committed, in ms

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tabletopic.write.catalog_settings import S3_FILE_IO, plan_catalog
+from tabletopic.config.catalog_settings import S3_FILE_IO, plan_catalog
 
 
 def test_an_s3_warehouse_gets_s3fileio_unless_set() -> None:

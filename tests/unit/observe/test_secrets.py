@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tabletopic.config.secrets import HIDDEN, Scrubber, is_secret, redact
+from tabletopic.observe.secrets import HIDDEN, Scrubber, is_secret, redact
 
 
 @pytest.mark.parametrize("key", ["ssl.truststore.password", "sasl.jaas.config", "basic.auth.user.info",

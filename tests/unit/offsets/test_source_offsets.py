@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tabletopic.commit.source_offsets import (
+from tabletopic.offsets.source_offsets import (
     encode,
     epoch_key,
     offsets_key,

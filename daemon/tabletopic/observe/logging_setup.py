@@ -21,7 +21,7 @@ from typing import IO
 
 import structlog
 
-from tabletopic.config.secrets import Scrubber
+from tabletopic.observe.secrets import Scrubber
 
 # Libraries that chat at INFO: kept at WARNING unless the daemon logs at DEBUG. Faust's services log
 # under the module that subclasses them (the batching consumer's).

@@ -1,0 +1,34 @@
+"""The layers of setup.cfg hold: every module sits in one, and none imports from a layer above it."""
+
+from __future__ import annotations
+
+import configparser
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "daemon" / "tabletopic"
+
+
+def _layers() -> list[str]:
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    lines = config["importlinter:contract:layers"]["layers"].split("\n")
+    return [name.strip() for line in lines for name in line.replace(":", "|").split("|") if name.strip()]
+
+
+def test_every_module_of_the_daemon_sits_in_one_layer() -> None:
+    modules = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    modules |= {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    layers = _layers()
+    assert sorted(modules - set(layers)) == [], "modules in no layer"
+    assert sorted(set(layers) - modules) == [], "layers naming no module"
+    assert len(layers) == len(set(layers)), "a module in two layers"
+
+
+def test_no_module_imports_from_a_layer_above_its_own() -> None:
+    run = subprocess.run([str(Path(sys.executable).parent / "lint-imports"), "--no-cache"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "0 broken" in run.stdout
