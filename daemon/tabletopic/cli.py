@@ -44,6 +44,14 @@ def _logging(worker: WorkerConfig, connectors: Sequence[ConnectorConfig] = ()) -
 
 
 def _run(daemon_factory: Callable[[], Any]) -> int:
+    from tabletopic.consume.faust_aiokafka import library_versions, missing_internals
+    missing = missing_internals()
+    if missing:
+        # A Faust or aiokafka release that renamed what the consumer relies on: no restart can help.
+        print(f"tabletopic: {library_versions()} lack {', '.join(missing)}, which this build uses; install "
+              "the versions pinned in constraints.txt", file=sys.stderr)
+        return exit_codes.CONFIG
+
     async def main() -> int:
         daemon = daemon_factory()
         daemon.install_signal_handlers()

@@ -24,6 +24,7 @@ from aiokafka.protocol.admin import DeleteGroupsRequest
 
 from tabletopic.commit.table_committer import TableCommitter
 from tabletopic.config.connector import ConnectorConfig
+from tabletopic.consume.faust_aiokafka import admin_request
 from tabletopic.kafka_clients import KafkaClients
 from tabletopic.offsets.resume import resume_positions
 from tabletopic.offsets.source_offsets import Recorded, read_recorded, tables_recording
@@ -103,7 +104,7 @@ async def replace_group_offsets(clients: KafkaClients, group: str, positions: Ma
     await admin.start()
     try:
         node = await admin.find_coordinator(group)
-        response = await admin._send_request(DeleteGroupsRequest([group]), node)
+        response = await admin_request(admin, DeleteGroupsRequest([group]), node)
         for name, code in response.results:
             # 69: GROUP_ID_NOT_FOUND, nothing to delete. 68: NON_EMPTY_GROUP, a member joined meanwhile.
             if code == 68:

@@ -24,6 +24,7 @@ from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig
 from tabletopic.consume.batch_fetch import BatchingApp, Fetch
 from tabletopic.consume.continuity import STALE, Decision, decide
+from tabletopic.consume.faust_aiokafka import commit_offsets, kafka_consumer, paused_partitions, set_resubscribe_delay
 from tabletopic.consume.topic_watch import TopicWatch
 from tabletopic.convert.records import RawRecords
 from tabletopic.failed_records import RecordFailed
@@ -84,9 +85,8 @@ class FaustConsumer:
         if config.topics_regex is not None:
             refresh_ms = int(overrides.get("metadata.max.age.ms", min(config.commit_interval_ms, 300_000)))
             self._watch = TopicWatch(clients, config.topics_regex, max(1.0, refresh_ms / 1000))
-            # Faust waits 45 s after a subscription change before it resubscribes, to gather changes
-            # made during one rebalance; a topic found by the watch should be read within its interval.
-            self.app.topics._resubscribe_sleep_lock_seconds = 1.0
+            # A topic found by the watch should be read within its interval, not after Faust's 45 s.
+            set_resubscribe_delay(self.app, 1.0)
         else:
             self._subscribe(config.topics or [])
         self.batches = self.app.channel(maxsize=4)
@@ -202,7 +202,7 @@ class FaustConsumer:
         handed over wait in the channel and count toward the bound.
         """
         assigned = set(self.app.consumer.assignment())
-        self._memory_paused = assigned - set(self.app.consumer._paused_partitions)
+        self._memory_paused = assigned - paused_partitions(self.app)
         self.app.consumer.pause_partitions(self._memory_paused)
         self.log.info("buffers over tabletopic.buffer.max-bytes: partitions paused until a commit drains them",
                       buffered_bytes=self.task.writer.buffered_bytes, waiting_bytes=self.waiting_bytes)
@@ -272,7 +272,7 @@ class FaustConsumer:
 
     def _all_partitions(self) -> set[tuple[str, int]]:
         """Every partition of the subscribed topics, across all members (the coordinator waits for them)."""
-        consumer = self.app.consumer._thread._ensure_consumer()
+        consumer = kafka_consumer(self.app)
         out: set[tuple[str, int]] = set()
         for topic in consumer.subscription():
             out |= {(topic, p) for p in consumer.partitions_for_topic(topic) or ()}
@@ -296,7 +296,7 @@ class FaustConsumer:
         assignment = self.app.consumer.assignment()
         offsets = {TP(t, p): o for (t, p), o in positions.items() if TP(t, p) in assignment}
         if offsets:
-            await self.app.consumer._commit(offsets)
+            await commit_offsets(self.app, offsets)
 
     async def _group_offsets(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         admin = self.clients.admin()
