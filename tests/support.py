@@ -353,3 +353,13 @@ class Rest:
                 if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
                     total += sample.value
         return total
+
+
+def connector_props(prefix: str, topics: str, table: str | None, warehouse: Warehouse,
+                    props: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A connector named ``prefix`` plus a unique suffix, reading ``topics`` into ``table`` (None: routed)
+    in ``warehouse``'s catalog, with ``props`` on top."""
+    out: dict[str, Any] = {"name": unique(prefix), "topics": topics}
+    if table is not None:
+        out["iceberg.tables"] = table
+    return {**out, **warehouse.connector_props(), **(props or {})}

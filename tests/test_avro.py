@@ -19,6 +19,7 @@ from tabletopic.demo.broker import free_port
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
     Warehouse,
+    connector_props,
     create_topic,
     duckdb_connection,
     produce,
@@ -71,9 +72,9 @@ def test_v1_v2_v3_from_the_registry_evolve_one_table(bootstrap: str, spark: Spar
     topic, table = unique("orders"), "avro.orders"
     create_topic(bootstrap, topic, 2)
     worker, url = registry_worker(bootstrap, AVRO)
-    connector = {"name": unique("avro"), "topics": topic, "iceberg.tables": table,
-                 "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.evolve-schema-enabled": "true",
-                 "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}
+    connector = connector_props("avro", topic, table, warehouse, {
+        "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.evolve-schema-enabled": "true",
+        "iceberg.control.commit.interval-ms": "1000"})
 
     def send(version: int, ids: range) -> None:
         serialize = _serializer(url, order_schema(version))  # registers the version, as producers do
@@ -136,10 +137,9 @@ def test_new_struct_list_and_map_columns_then_a_field_inside_the_new_struct(
     topic, table = unique("parcels"), "avro.parcels"
     create_topic(bootstrap, topic, 1)
     worker, url = registry_worker(bootstrap, AVRO)
-    connector = {"name": unique("avro"), "topics": topic, "iceberg.tables": table,
-                 "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.evolve-schema-enabled": "true",
-                 "errors.tolerance": "all", "iceberg.control.commit.interval-ms": "1000",
-                 **warehouse.connector_props()}
+    connector = connector_props("avro", topic, table, warehouse, {
+        "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.evolve-schema-enabled": "true",
+        "errors.tolerance": "all", "iceberg.control.commit.interval-ms": "1000"})
 
     async def during(daemon: Any) -> None:
         for version, ids in ((1, range(0, 60)), (2, range(60, 120)), (3, range(120, 180))):
@@ -214,9 +214,8 @@ def test_every_avro_type_lands_in_its_iceberg_type(bootstrap: str, spark: SparkR
     topic, table = unique("every"), "avro.every"
     create_topic(bootstrap, topic, 1)
     worker, url = registry_worker(bootstrap, AVRO)
-    connector = {"name": unique("every"), "topics": topic, "iceberg.tables": table,
-                 "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000",
-                 **warehouse.connector_props()}
+    connector = connector_props("every", topic, table, warehouse, {
+        "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000"})
 
     async def during(daemon: Any) -> None:
         serialize = _serializer(url, EVERY_TYPE)
@@ -261,9 +260,8 @@ def test_poison_records_among_ten_thousand_good_ones(bootstrap: str, spark: Spar
         {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
     good_total = 10_000
     bad_values: list[bytes] = []
-    connector = {"name": unique("avro_poison"), "topics": topic, "iceberg.tables": table,
-                 "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000",
-                 **warehouse.connector_props()}
+    connector = connector_props("avro_poison", topic, table, warehouse, {
+        "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000"})
     group = f"connect-{connector['name']}"
 
     async def during(daemon: Any) -> None:
@@ -320,11 +318,10 @@ def test_a_registry_unreachable_for_too_long_stops_the_connector_without_moving_
     create_topic(bootstrap, topic, 1)
     produce(bootstrap, topic, [(None, b"\x00\x00\x00\x00\x01\x02", 0)])
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    connector = {"name": unique("noregistry"), "topics": topic, "iceberg.tables": table,
-                 "iceberg.tables.auto-create-enabled": "true", "value.converter": AVRO,
-                 "value.converter.schema.registry.url": url, "errors.tolerance": "all",
-                 "tabletopic.catalog.max-consecutive-failures": "2",
-                 "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}
+    connector = connector_props("noregistry", topic, table, warehouse, {
+        "iceberg.tables.auto-create-enabled": "true", "value.converter": AVRO,
+        "value.converter.schema.registry.url": url, "errors.tolerance": "all",
+        "tabletopic.catalog.max-consecutive-failures": "2", "iceberg.control.commit.interval-ms": "1000"})
     code, daemon = run_in_process(spark, worker_props(bootstrap), [connector],
                                   until=lambda d: d.connectors[0].consumer.fatal is not None)
     assert code == 1

@@ -14,6 +14,7 @@ from tests.support import (
     DaemonProcess,
     Rest,
     Warehouse,
+    connector_props,
     create_topic,
     json_envelope,
     produce,
@@ -56,11 +57,11 @@ def test_tolerance_all_sends_bad_records_to_the_dead_letter_topic(
             records.append((b"bad", bad, 0))
         records.append((str(i).encode(), _good(i), i % 2))
     produce(bootstrap, topic, records, headers=[("origin", b"test")])
-    code, daemon = run_in_process(spark, worker_props(bootstrap), [{
-        "name": unique("tolerant"), "topics": topic, "iceberg.tables": table,
-        "value.converter.schemas.enable": "false", "errors.tolerance": "all",
-        "errors.deadletterqueue.topic.name": dlq, "errors.deadletterqueue.context.headers.enable": "true",
-        "errors.log.enable": "true", "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}],
+    connector = connector_props("tolerant", topic, table, warehouse, {
+        "value.converter.schemas.enable": "false", "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq,
+        "errors.deadletterqueue.context.headers.enable": "true", "errors.log.enable": "true",
+        "iceberg.control.commit.interval-ms": "1000"})
+    code, daemon = run_in_process(spark, worker_props(bootstrap), [connector],
         until=lambda d: sum(d.connectors[0].task.committed_offsets(table).values()) >= len(records))
     assert code == 0
     got = warehouse.sql(f"SELECT count(*), count(DISTINCT id), sum(amount), min(id), max(id) FROM {{c}}.{table}")[0]
@@ -89,9 +90,8 @@ def test_tolerance_none_stops_before_the_bad_record_and_resumes_when_allowed(
     produce(bootstrap, topic, [(None, _good(i), 0) for i in range(200)])
     produce(bootstrap, topic, [(None, BAD[0], 0)])  # offset 200
     produce(bootstrap, topic, [(None, _good(i), 0) for i in range(200, 400)])
-    connector = {"name": unique("strict"), "topics": topic, "iceberg.tables": table,
-                 "value.converter.schemas.enable": "false", "iceberg.control.commit.interval-ms": "1000",
-                 **warehouse.connector_props()}
+    connector = connector_props("strict", topic, table, warehouse, {
+        "value.converter.schemas.enable": "false", "iceberg.control.commit.interval-ms": "1000"})
     group = f"connect-{connector['name']}"
     # A supervisor restarts a daemon that exits; without exit-on-connector-failure it stays up, FAILED.
     daemon = DaemonProcess(tmp_path, worker_props(bootstrap, **{"tabletopic.exit-on-connector-failure": "true"}),
@@ -135,11 +135,10 @@ def test_json_that_does_not_match_its_schema_goes_to_the_dead_letter_topic(
     for n, value in enumerate(bad):
         records.insert(2000 + n * 3000, (None, value, n % 2))
     produce(bootstrap, topic, records)
-    code, _ = run_in_process(spark, worker_props(bootstrap), [{
-        "name": unique("mismatch"), "topics": topic, "iceberg.tables": table,
+    code, _ = run_in_process(spark, worker_props(bootstrap), [connector_props("mismatch", topic, table, warehouse, {
         "iceberg.tables.auto-create-enabled": "true", "errors.tolerance": "all",
         "errors.deadletterqueue.topic.name": dlq, "errors.deadletterqueue.context.headers.enable": "true",
-        "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}],
+        "iceberg.control.commit.interval-ms": "1000"})],
         until=lambda d: sum(d.connectors[0].task.committed_offsets(table).values()) >= len(records))
     assert code == 0
     got = warehouse.sql(f"SELECT count(*), count(DISTINCT id), sum(amount) FROM {{c}}.{table}")[0]
@@ -194,12 +193,11 @@ def test_every_kind_of_bad_record_goes_to_the_dead_letter_topic(
             records.append((b"bad", bad.pop(0), i % 2))
         records.append((str(i).encode(), _kind(table, i), i % 2))
     produce(bootstrap, topic, records, max_request_size=4 * 1024 * 1024)
-    code, _ = run_in_process(spark, worker_props(bootstrap), [{
-        "name": unique("kinds"), "topics": topic, "value.converter.schemas.enable": "true",
-        "iceberg.tables.dynamic-enabled": "true", "iceberg.tables.route-field": "table",
-        "iceberg.tables.auto-create-enabled": "true", "errors.tolerance": "all",
+    code, _ = run_in_process(spark, worker_props(bootstrap), [connector_props("kinds", topic, None, warehouse, {
+        "value.converter.schemas.enable": "true", "iceberg.tables.dynamic-enabled": "true",
+        "iceberg.tables.route-field": "table", "iceberg.tables.auto-create-enabled": "true", "errors.tolerance": "all",
         "errors.deadletterqueue.topic.name": dlq, "errors.deadletterqueue.context.headers.enable": "true",
-        "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}],
+        "iceberg.control.commit.interval-ms": "1000"})],
         until=lambda d: sum(d.connectors[0].task.committed_offsets(table).values()) >= len(records))
     assert code == 0
     got = warehouse.sql(f"SELECT count(*), count(DISTINCT id), sum(id) FROM {{c}}.{table}")[0]
@@ -236,10 +234,9 @@ def test_no_value_kills_the_daemon_each_goes_to_the_dead_letter_topic_with_its_r
             records.append((b"bad", hostile.pop(0), i % 2))
         records.append((str(i).encode(), _good(i), i % 2))
     produce(bootstrap, topic, records, max_request_size=64 * 1024 * 1024)
-    connector = {"name": unique("hostile"), "topics": topic, "iceberg.tables": table,
-                 "value.converter.schemas.enable": "false", "errors.tolerance": "all",
-                 "errors.deadletterqueue.topic.name": dlq, "errors.deadletterqueue.context.headers.enable": "true",
-                 "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}
+    connector = connector_props("hostile", topic, table, warehouse, {
+        "value.converter.schemas.enable": "false", "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq,
+        "errors.deadletterqueue.context.headers.enable": "true", "iceberg.control.commit.interval-ms": "1000"})
     group = f"connect-{connector['name']}"
     daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
     wait_until(lambda: sum(warehouse.offsets(table, group).values()) == len(records), 180, "every offset", daemon)
@@ -263,9 +260,8 @@ def test_a_hostile_value_under_tolerance_none_fails_the_connector_not_the_daemon
     produce(bootstrap, topic, [(None, _good(i), 0) for i in range(200)] + [(None, _deep(100_000, -1), 0)]
             + [(None, _good(i), 0) for i in range(200, 400)])
     port = free_port()
-    connector = {"name": unique("hostile_none"), "topics": topic, "iceberg.tables": table,
-                 "value.converter.schemas.enable": "false", "iceberg.control.commit.interval-ms": "1000",
-                 **warehouse.connector_props()}
+    connector = connector_props("hostile_none", topic, table, warehouse, {
+        "value.converter.schemas.enable": "false", "iceberg.control.commit.interval-ms": "1000"})
     daemon = DaemonProcess(tmp_path, worker_props(bootstrap, listeners=f"http://127.0.0.1:{port}"),
                            [connector]).start()
     rest = Rest(port)
@@ -302,11 +298,10 @@ def test_a_daemon_killed_after_each_bad_records_commit_dead_letters_each_once_an
     topic, dlq, table = unique("kill_dlq"), unique("kill_dlq_dead"), "kill_dlq.good"
     create_topic(bootstrap, topic, 1)
     create_topic(bootstrap, dlq, 1)
-    connector = {"name": unique("kill_dlq"), "topics": topic, "value.converter.schemas.enable": "true",
-                 "iceberg.tables.dynamic-enabled": "true", "iceberg.tables.route-field": "table",
-                 "iceberg.tables.auto-create-enabled": "true", "errors.tolerance": "all",
-                 "errors.deadletterqueue.topic.name": dlq, "iceberg.control.commit.interval-ms": "1000",
-                 **warehouse.connector_props()}
+    connector = connector_props("kill_dlq", topic, None, warehouse, {
+        "value.converter.schemas.enable": "true", "iceberg.tables.dynamic-enabled": "true",
+        "iceberg.tables.route-field": "table", "iceberg.tables.auto-create-enabled": "true", "errors.tolerance": "all",
+        "errors.deadletterqueue.topic.name": dlq, "iceberg.control.commit.interval-ms": "1000"})
     group = f"connect-{connector['name']}"
     daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
     produced, good = 0, 0

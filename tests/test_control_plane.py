@@ -9,7 +9,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from tabletopic.write.spark_session import SparkRuntime
-from tests.support import Warehouse, create_topic, produce, run_in_process, unique, worker_props
+from tests.support import Warehouse, connector_props, create_topic, produce, run_in_process, unique, worker_props
 
 
 async def _control_records(bootstrap: str, topic: str) -> list[tuple[int, dict[str, Any] | None, int]]:
@@ -50,10 +50,10 @@ def test_malformed_forged_and_replayed_control_records_change_nothing(bootstrap:
                                                                       warehouse: Warehouse) -> None:
     topic, table, control = unique("hostile"), "hostile.events", unique("control")
     create_topic(bootstrap, topic, 2)
-    connector = {"name": unique("hostile"), "topics": topic, "iceberg.tables": table,
-                 "iceberg.control.topic": control, "value.converter.schemas.enable": "false",
-                 "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000",
-                 "iceberg.control.commit.timeout-ms": "600000", **warehouse.connector_props()}
+    connector = connector_props("hostile", topic, table, warehouse, {
+        "iceberg.control.topic": control, "value.converter.schemas.enable": "false",
+        "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000",
+        "iceberg.control.commit.timeout-ms": "600000"})
     name = connector["name"]
 
     def wave(first: int) -> None:
@@ -96,11 +96,10 @@ def test_an_answer_larger_than_a_kafka_message_commits_in_fragments(bootstrap: s
     create_topic(bootstrap, topic, 1)
     total = 6000
     produce(bootstrap, topic, [(None, json.dumps({"id": i, "v": f"value-{i}"}).encode(), 0) for i in range(total)])
-    connector = {"name": unique("wide"), "topics": topic, "iceberg.tables": table,
-                 "iceberg.control.topic": control, "value.converter.schemas.enable": "false",
-                 "iceberg.tables.auto-create-enabled": "true",
-                 f"iceberg.table.{table}.partition-by": "bucket(id, 2000)",
-                 "iceberg.control.commit.interval-ms": "3000", **warehouse.connector_props()}
+    connector = connector_props("wide", topic, table, warehouse, {
+        "iceberg.control.topic": control, "value.converter.schemas.enable": "false",
+        "iceberg.tables.auto-create-enabled": "true", f"iceberg.table.{table}.partition-by": "bucket(id, 2000)",
+        "iceberg.control.commit.interval-ms": "3000"})
     code, _ = run_in_process(spark, worker_props(bootstrap), [connector], timeout=300,
                              until=lambda d: sum(d.connectors[0].task.committed_offsets(table).values()) >= total)
     assert code == 0

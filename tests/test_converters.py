@@ -12,7 +12,16 @@ from pathlib import Path
 import aiohttp
 
 from tabletopic.write.spark_session import SparkRuntime
-from tests.support import Warehouse, create_topic, json_envelope, produce, run_in_process, unique, worker_props
+from tests.support import (
+    Warehouse,
+    connector_props,
+    create_topic,
+    json_envelope,
+    produce,
+    run_in_process,
+    unique,
+    worker_props,
+)
 
 ENVELOPE_SCHEMA = {"type": "struct", "optional": False, "fields": [
     {"field": "id", "type": "int64", "optional": False},
@@ -51,10 +60,9 @@ def test_connect_json_logical_types_and_nesting(bootstrap: str, spark: SparkRunt
                  "attrs": None, "who": None})
     produce(bootstrap, topic, [(None, json_envelope(ENVELOPE_SCHEMA, r), r["id"] % 2) for r in rows])
     table = "typed.records"
-    code, _ = run_in_process(spark, worker_props(bootstrap), [{
-        "name": unique("typed"), "topics": topic, "iceberg.tables": table,
+    code, _ = run_in_process(spark, worker_props(bootstrap), [connector_props("typed", topic, table, warehouse, {
         "value.converter.schemas.enable": "true", "iceberg.tables.auto-create-enabled": "true",
-        "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}],
+        "iceberg.control.commit.interval-ms": "1000"})],
         until=lambda d: _committed(d, table, len(rows)))
     assert code == 0
     got = {r.id: r for r in warehouse.rows(table)}
@@ -100,14 +108,12 @@ def test_string_and_bytearray_converters_in_one_process(bootstrap: str, spark: S
                     scraped[path] = (response.status, await response.text())
 
     connectors = [
-        {"name": unique("text"), "topics": text_topic, "iceberg.tables": "raw.text",
-         "value.converter": "org.apache.kafka.connect.storage.StringConverter",
-         "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000",
-         **warehouse.connector_props()},
-        {"name": unique("bytes"), "topics": bytes_topic, "iceberg.tables": "raw.bytes",
-         "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
-         "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000",
-         **warehouse.connector_props()},
+        connector_props("text", text_topic, "raw.text", warehouse, {
+            "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000"}),
+        connector_props("bytes", bytes_topic, "raw.bytes", warehouse, {
+            "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+            "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000"}),
     ]
 
     def done(daemon: object) -> bool:

@@ -7,6 +7,7 @@ from typing import Any
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
     Warehouse,
+    connector_props,
     create_topic,
     duckdb_connection,
     json_envelope,
@@ -97,17 +98,14 @@ def test_debezium_stream_replays_into_current_tables(bootstrap: str, spark: Spar
         create_topic(bootstrap, topic, 1)
         produce(bootstrap, topic, db.events[table])
     total = sum(len(e) for e in db.events.values())
-    connector = {
-        "name": unique("debezium"), "topics": ",".join(topics.values()),
+    connector = connector_props("debezium", ",".join(topics.values()), None, warehouse, {
         "key.converter": "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "true",
-        "value.converter.schemas.enable": "true",
-        "transforms": "dbz", "transforms.dbz.type": "org.apache.iceberg.connect.transforms.DebeziumTransform",
-        "transforms.dbz.cdc.target.pattern": "inventory_cdc.{table}",
-        "iceberg.tables.dynamic-enabled": "true", "iceberg.tables.route-field": "_cdc.target",
-        "iceberg.tables.cdc-field": "_cdc.op", "iceberg.tables.default-id-columns": "id",
-        "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000",
-        **warehouse.connector_props(),
-    }
+        "value.converter.schemas.enable": "true", "transforms": "dbz",
+        "transforms.dbz.type": "org.apache.iceberg.connect.transforms.DebeziumTransform",
+        "transforms.dbz.cdc.target.pattern": "inventory_cdc.{table}", "iceberg.tables.dynamic-enabled": "true",
+        "iceberg.tables.route-field": "_cdc.target", "iceberg.tables.cdc-field": "_cdc.op",
+        "iceberg.tables.default-id-columns": "id", "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.control.commit.interval-ms": "1000"})
 
     def done(daemon: Any) -> bool:
         task = daemon.connectors[0].task

@@ -19,6 +19,7 @@ from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
     DaemonProcess,
     Warehouse,
+    connector_props,
     create_topic,
     duckdb_connection,
     json_envelope,
@@ -183,12 +184,10 @@ def test_a_round_cut_between_its_two_tables_loses_no_row_of_the_second(
         return [(str(i).encode(), json.dumps({"id": i, "kind": kinds[i]}).encode(), i % 2) for i in ids]
 
     produce(bootstrap, topic, records(range(600)))
-    connector = {"name": unique("cut"), "topics": topic, "value.converter.schemas.enable": "false",
-                 "iceberg.tables": ",".join(tables.values()), "iceberg.tables.route-field": "kind",
-                 f"iceberg.table.{tables['web']}.route-regex": "web",
-                 f"iceberg.table.{tables['app']}.route-regex": "app",
-                 "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1500",
-                 **warehouse.connector_props()}
+    connector = connector_props("cut", topic, ",".join(tables.values()), warehouse, {
+        "value.converter.schemas.enable": "false", "iceberg.tables.route-field": "kind",
+        f"iceberg.table.{tables['web']}.route-regex": "web", f"iceberg.table.{tables['app']}.route-regex": "app",
+        "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1500"})
     real_commit, real_read, real_ingest = TableCommitter.commit, SinkTask._read_table, SinkTask.ingest
     cut, arrived, more_sent = threading.Event(), threading.Event(), threading.Event()
 

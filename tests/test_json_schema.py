@@ -14,6 +14,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
     Warehouse,
+    connector_props,
     create_topic,
     duckdb_connection,
     produce,
@@ -76,10 +77,10 @@ def test_v1_v2_v3_json_schema_from_the_registry_evolve_one_table(bootstrap: str,
     create_topic(bootstrap, topic, 2)
     create_topic(bootstrap, dlq, 1)
     worker, url = registry_worker(bootstrap, JSON_SCHEMA)
-    connector = {"name": unique("js"), "topics": topic, "iceberg.tables": table,
-                 "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.evolve-schema-enabled": "true",
-                 "iceberg.control.commit.interval-ms": "1000", "errors.tolerance": "all",
-                 "errors.deadletterqueue.topic.name": dlq, **warehouse.connector_props()}
+    connector = connector_props("js", topic, table, warehouse, {
+        "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.evolve-schema-enabled": "true",
+        "iceberg.control.commit.interval-ms": "1000", "errors.tolerance": "all",
+        "errors.deadletterqueue.topic.name": dlq})
     bad: list[bytes] = []
 
     def serializer(version: int) -> Any:
@@ -150,9 +151,8 @@ def test_a_oneof_of_tagged_objects_is_a_struct_readers_query_by_field(bootstrap:
     topic, table = unique("js_pay"), "js.payments"
     create_topic(bootstrap, topic, 2)
     worker, url = registry_worker(bootstrap, JSON_SCHEMA)
-    connector = {"name": unique("js_pay"), "topics": topic, "iceberg.tables": table,
-                 "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000",
-                 **warehouse.connector_props()}
+    connector = connector_props("js_pay", topic, table, warehouse, {
+        "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000"})
 
     async def during(daemon: Any) -> None:
         def send() -> None:

@@ -28,6 +28,7 @@ from tests.support import (
     ROOT,
     DaemonProcess,
     Warehouse,
+    connector_props,
     create_topic,
     produce,
     run_in_process,
@@ -43,9 +44,8 @@ def _records(start: int, stop: int, partitions: int = 1) -> list[tuple[bytes, by
 
 
 def _connector(topic: str, table: str, warehouse: Warehouse, **extra: Any) -> dict[str, Any]:
-    return {"name": unique("life"), "topics": topic, "iceberg.tables": table,
-            "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
-            **warehouse.connector_props(), **extra}
+    return connector_props("life", topic, table, warehouse, {
+        "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true", **extra})
 
 
 def test_unreachable_broker_is_a_clear_error(warehouse: Warehouse, tmp_path: Path) -> None:

@@ -16,7 +16,16 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tabletopic.demo.broker import free_port
-from tests.support import DaemonProcess, Warehouse, create_topic, produce, unique, wait_until, worker_props
+from tests.support import (
+    DaemonProcess,
+    Warehouse,
+    connector_props,
+    create_topic,
+    produce,
+    unique,
+    wait_until,
+    worker_props,
+)
 from tests.tls_material import PASSWORD, Material, make_material
 
 REST_USER, REST_PASSWORD = "operator", "rest-Pw-5t9q"
@@ -57,10 +66,9 @@ def test_rest_api_and_registry_answer_401_without_credentials_and_200_with_them(
         "schema.registry.authentication.credentials.file": str(registry_users)})
     topic, table = unique("secured_http"), "https.orders"
     create_topic(bootstrap, topic, 1)
-    connector = {"name": unique("https"), "topics": topic, "iceberg.tables": table,
-                 "value.converter": "io.confluent.connect.avro.AvroConverter",
-                 "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000",
-                 **warehouse.connector_props()}
+    connector = connector_props("https", topic, table, warehouse, {
+        "value.converter": "io.confluent.connect.avro.AvroConverter", "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.control.commit.interval-ms": "1000"})
     daemon = DaemonProcess(tmp_path, worker, [connector]).start()
     ca = material.path("ca.pem")
     wait_until(lambda: _ready(f"{rest}/health", ca), 180, "the HTTPS listener", daemon)

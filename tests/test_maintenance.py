@@ -25,6 +25,7 @@ from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
     DaemonProcess,
     Warehouse,
+    connector_props,
     create_topic,
     produce,
     scrape,
@@ -34,26 +35,18 @@ from tests.support import (
     worker_props,
     write_props,
 )
-from tests.test_upsert import PARTITIONS, Model, _duckdb_state, _spark_state
+from tests.upsert_model import PARTITIONS, Model, duckdb_state, spark_state
 
 TABLE = "cdc.accounts"
 HOUR_MS = 3_600_000
 
 
 def upsert_connector(topic: str, warehouse: Warehouse, **extra: str) -> dict[str, str]:
-    return {
-        "name": unique("maint"), "topics": topic, "iceberg.tables": TABLE,
-        "value.converter.schemas.enable": "false",
-        "iceberg.tables.auto-create-enabled": "true",
-        "iceberg.tables.default-id-columns": "id",
-        "iceberg.tables.upsert-mode-enabled": "true",
-        "iceberg.tables.cdc-field": "op",
-        "iceberg.tables.default-partition-by": "day(updated_at)",
-        "iceberg.control.commit.interval-ms": "300",
-        "iceberg.control.commit.timeout-ms": "20000",
-        **warehouse.connector_props(),
-        **extra,
-    }
+    return connector_props("maint", topic, TABLE, warehouse, {
+        "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.tables.default-id-columns": "id", "iceberg.tables.upsert-mode-enabled": "true",
+        "iceberg.tables.cdc-field": "op", "iceberg.tables.default-partition-by": "day(updated_at)",
+        "iceberg.control.commit.interval-ms": "300", "iceberg.control.commit.timeout-ms": "20000", **extra})
 
 
 # Tight settings, so that maintenance acts many times in a short run: every table is looked at
@@ -116,11 +109,11 @@ def wait_logged(warehouse: Warehouse, daemon: DaemonProcess, group: str) -> None
 
 
 def assert_matches(warehouse: Warehouse, model: Model, what: str) -> None:
-    state = _spark_state(warehouse, TABLE)
+    state = spark_state(warehouse, TABLE)
     wrong = sorted(k for k in set(state) ^ set(model.rows))[:10]
     wrong += sorted(k for k in state if k in model.rows and state[k] != model.rows[k])[:10]
     assert state == model.rows, f"{what}: Spark differs from the model, e.g. keys {wrong}"
-    assert _duckdb_state(warehouse, TABLE) == model.rows, f"{what}: DuckDB differs from the model"
+    assert duckdb_state(warehouse, TABLE) == model.rows, f"{what}: DuckDB differs from the model"
 
 
 def plant_file(directory: Path, name: str, age_s: float) -> Path:

@@ -23,6 +23,7 @@ from tests.support import (
     DaemonProcess,
     Rest,
     Warehouse,
+    connector_props,
     create_topic,
     produce,
     scrape,
@@ -55,9 +56,9 @@ def test_metrics_prometheus_and_dashboards_during_a_run(bootstrap: str, warehous
     topic, table = unique("ops"), "ops.events"
     create_topic(bootstrap, topic, 4)
     port = free_port()
-    connector = {"name": unique("ops"), "topics": topic, "iceberg.tables": table,
-                 "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
-                 "iceberg.control.commit.interval-ms": "2000", **warehouse.connector_props()}
+    connector = connector_props("ops", topic, table, warehouse, {
+        "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.control.commit.interval-ms": "2000"})
     daemon = DaemonProcess(tmp_path, worker_props(bootstrap, listeners=f"http://127.0.0.1:{port}"), [connector])
     daemon.start()
     prometheus = _start_prometheus(tmp_path, port)
@@ -304,9 +305,9 @@ def test_sigterm_during_commits_exits_0_inside_the_stop_timeout(bootstrap: str, 
                                                                  tmp_path: Path) -> None:
     topic, table = unique("stop"), "ops.stop"
     create_topic(bootstrap, topic, 4)
-    connector = {"name": unique("stop"), "topics": topic, "iceberg.tables": table,
-                 "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
-                 "iceberg.control.commit.interval-ms": "500", **warehouse.connector_props()}
+    connector = connector_props("stop", topic, table, warehouse, {
+        "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.control.commit.interval-ms": "500"})
     daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
     wait_until(lambda: '"partitions assigned"' in daemon.output(), 120, "assignment", daemon)
     produce(bootstrap, topic, _records(0, 60_000))

@@ -14,9 +14,18 @@ from tabletopic.demo.broker import free_port
 from tabletopic.kafka_clients import KafkaClients
 from tabletopic.registry.service import SchemaRegistryService
 from tabletopic.write.spark_session import SparkRuntime
+from tests.avro_orders import AVRO, order, order_schema, serializer
 from tests.postgres_server import PostgresServer, postgres_available
-from tests.support import DaemonProcess, Warehouse, create_topic, produce, unique, wait_until, worker_props
-from tests.test_avro import AVRO, _serializer, order, order_schema
+from tests.support import (
+    DaemonProcess,
+    Warehouse,
+    connector_props,
+    create_topic,
+    produce,
+    unique,
+    wait_until,
+    worker_props,
+)
 
 PARTITIONS = 2
 
@@ -111,15 +120,15 @@ def test_a_schema_registry_outage_dead_letters_nothing_and_loses_nothing(bootstr
         return service
 
     up = registry()
-    serialize = _serializer(url, order_schema(1))
+    serialize = serializer(url, order_schema(1))
     records = [(None, serialize(topic, order(1, i)), i % PARTITIONS) for i in range(300)]
     up.stop()
     produce(bootstrap, topic, records)
-    connector = {"name": unique("regdown"), "topics": topic, "iceberg.tables": table,
-                 "iceberg.tables.auto-create-enabled": "true", "value.converter": AVRO,
-                 "value.converter.schema.registry.url": url, "errors.tolerance": "all",
-                 "errors.deadletterqueue.topic.name": dlq, "tabletopic.catalog.max-consecutive-failures": "1000",
-                 "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}
+    connector = connector_props("regdown", topic, table, warehouse, {
+        "iceberg.tables.auto-create-enabled": "true", "value.converter": AVRO,
+        "value.converter.schema.registry.url": url, "errors.tolerance": "all",
+        "errors.deadletterqueue.topic.name": dlq, "tabletopic.catalog.max-consecutive-failures": "1000",
+        "iceberg.control.commit.interval-ms": "1000"})
     group = f"connect-{connector['name']}"
     daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
     retried = "is unavailable; records will be read again"

@@ -17,6 +17,7 @@ from tabletopic.registry.protobuf_schema import parse
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
     Warehouse,
+    connector_props,
     create_topic,
     duckdb_connection,
     produce,
@@ -91,9 +92,9 @@ def test_v1_v2_v3_protobuf_from_the_registry_evolve_one_table(bootstrap: str, sp
     topic, table = unique("pb_orders"), "pb.orders"
     create_topic(bootstrap, topic, 2)
     worker, url = registry_worker(bootstrap, PROTOBUF)
-    connector = {"name": unique("pb"), "topics": topic, "iceberg.tables": table,
-                 "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.evolve-schema-enabled": "true",
-                 "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}
+    connector = connector_props("pb", topic, table, warehouse, {
+        "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.evolve-schema-enabled": "true",
+        "iceberg.control.commit.interval-ms": "1000"})
     dlq = unique("pb_dlq")
     create_topic(bootstrap, dlq, 1)
     connector.update({"errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq,

@@ -13,6 +13,7 @@ import pytest
 from tests.support import (
     DaemonProcess,
     Warehouse,
+    connector_props,
     create_topic,
     duckdb_connection,
     produce,
@@ -28,9 +29,9 @@ PARTITIONS = 4
 def test_join_revoke_and_crash_keep_every_record_once(bootstrap: str, warehouse: Warehouse, tmp_path: Path) -> None:
     topic, table = unique("rebalance"), "group.events"
     create_topic(bootstrap, topic, PARTITIONS)
-    connector = {"name": unique("shared"), "topics": topic, "iceberg.tables": table,
-                 "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
-                 "iceberg.control.commit.interval-ms": "1500", **warehouse.connector_props()}
+    connector = connector_props("shared", topic, table, warehouse, {
+        "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.control.commit.interval-ms": "1500"})
     group = f"connect-{connector['name']}"
     next_id = 0
 
@@ -75,9 +76,9 @@ def test_a_frozen_coordinator_never_commits_after_another_took_over(bootstrap: s
     """A zombie: SIGSTOP with records buffered, another daemon takes over and coordinates, SIGCONT."""
     topic, table = unique("zombie"), "group.zombie"
     create_topic(bootstrap, topic, 2)
-    connector = {"name": unique("zombie"), "topics": topic, "iceberg.tables": table,
-                 "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
-                 "iceberg.control.commit.interval-ms": "5000", **warehouse.connector_props()}
+    connector = connector_props("zombie", topic, table, warehouse, {
+        "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.control.commit.interval-ms": "5000"})
     group = f"connect-{connector['name']}"
 
     def wave(start: int, n: int) -> None:

@@ -13,6 +13,7 @@ import pytest
 from tests.support import (
     DaemonProcess,
     Warehouse,
+    connector_props,
     create_topic,
     produce,
     unique,
@@ -99,10 +100,9 @@ def test_an_idle_daemon_does_not_hold_commits_up(bootstrap: str, warehouse: Ware
     """
     topic, table = unique("idle"), "idle.events"
     create_topic(bootstrap, topic, 2)
-    connector = {"name": unique("idle"), "topics": topic, "iceberg.tables": table,
-                 "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
-                 "iceberg.control.commit.interval-ms": "1000", "iceberg.control.commit.timeout-ms": "600000",
-                 **warehouse.connector_props()}
+    connector = connector_props("idle", topic, table, warehouse, {
+        "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.control.commit.interval-ms": "1000", "iceberg.control.commit.timeout-ms": "600000"})
     group = f"connect-{connector['name']}"
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

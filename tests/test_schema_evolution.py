@@ -7,6 +7,7 @@ from typing import Any
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
     Warehouse,
+    connector_props,
     create_topic,
     duckdb_connection,
     json_envelope,
@@ -46,9 +47,9 @@ def _done(table: str, n: int) -> Any:
 def test_v1_v2_v3_land_in_one_table(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
     topic, table = unique("evolve"), "evo.accounts"
     create_topic(bootstrap, topic, 1)
-    connector = {"name": unique("evolve"), "topics": topic, "iceberg.tables": table,
-                 "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.evolve-schema-enabled": "true",
-                 "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}
+    connector = connector_props("evolve", topic, table, warehouse, {
+        "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.evolve-schema-enabled": "true",
+        "iceberg.control.commit.interval-ms": "1000"})
     sent = 0
     for version, ids in ((1, range(0, 50)), (2, range(50, 100)), (3, range(100, 150))):
         produce(bootstrap, topic, [(None, json_envelope(schema(version), record(version, i)), 0) for i in ids])
@@ -81,9 +82,9 @@ def test_incompatible_change_names_table_field_and_types(bootstrap: str, spark: 
     bad = {"type": "struct", "optional": False, "fields": [{"field": "id", "type": "int64", "optional": False},
                                                          {"field": "amount", "type": "string", "optional": False}]}
     produce(bootstrap, topic, [(None, json_envelope(bad, {"id": 2, "amount": "lots"}), 0)])
-    connector = {"name": unique("evolve_bad"), "topics": topic, "iceberg.tables": table,
-                 "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.evolve-schema-enabled": "true",
-                 "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}
+    connector = connector_props("evolve_bad", topic, table, warehouse, {
+        "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.evolve-schema-enabled": "true",
+        "iceberg.control.commit.interval-ms": "1000"})
     code, daemon = run_in_process(spark, worker_props(bootstrap), [connector],
                                   until=lambda d: d.connectors[0].consumer.fatal is not None)
     assert code == 1

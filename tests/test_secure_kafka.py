@@ -22,7 +22,7 @@ import pytest
 from tabletopic import exit_codes
 from tabletopic.demo.broker import EmbeddedBroker, free_port
 from tabletopic.kafka_clients import KafkaClients
-from tests.support import DaemonProcess, Warehouse, unique, wait_until, worker_props
+from tests.support import DaemonProcess, Warehouse, connector_props, unique, wait_until, worker_props
 from tests.tls_material import PASSWORD, Material, make_material
 
 SCRAM_PASSWORD = "Scr4m-only-in-a-file-9d2f"
@@ -172,12 +172,11 @@ def test_a_secured_cluster_end_to_end_through_a_crash(secure: SecureKafka, wareh
     # The connector's own consumer login, from the provider: the REST API shows it as written.
     override, entry = ("ssl.keystore.password", "keystore.password") if secure.mode == "mtls" else \
         ("sasl.jaas.config", "jaas")
-    connector = {"name": unique("secure"), "topics": topic, "iceberg.tables": table,
-                 "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
-                 "iceberg.control.commit.interval-ms": "1500", "errors.tolerance": "all",
-                 "errors.deadletterqueue.topic.name": dlq, **warehouse.connector_props(),
-                 f"consumer.override.{override}": f"${{file:{secrets}:{entry}}}",
-                 "producer.override.ssl.truststore.password": "inline-Secret-42x"}  # shown hidden
+    connector = connector_props("secure", topic, table, warehouse, {
+        "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.control.commit.interval-ms": "1500", "errors.tolerance": "all",
+        "errors.deadletterqueue.topic.name": dlq, f"consumer.override.{override}": f"${{file:{secrets}:{entry}}}",
+        "producer.override.ssl.truststore.password": "inline-Secret-42x"})  # shown hidden
     group = f"connect-{connector['name']}"
     worker = _worker(secure, secrets, listeners=f"http://127.0.0.1:{port}")
     daemon = DaemonProcess(tmp_path, worker, [connector]).start()
@@ -218,8 +217,8 @@ def test_bad_credentials_stop_start_up_with_exit_78_and_commit_nothing(
     worker = _worker(secure, secrets, trust=trust)
     if case == "no client certificate":
         worker = {k: v for k, v in worker.items() if not k.startswith("ssl.keystore")}
-    connector = {"name": unique("denied"), "topics": "anything", "iceberg.tables": table,
-                 "iceberg.tables.auto-create-enabled": "true", **warehouse.connector_props()}
+    connector = connector_props("denied", "anything", table, warehouse, {
+        "iceberg.tables.auto-create-enabled": "true"})
     daemon = DaemonProcess(tmp_path, worker, [connector]).start()
     started = time.monotonic()
     code = daemon.wait(timeout=120)

@@ -12,7 +12,16 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from tests.support import DaemonProcess, Warehouse, create_topic, produce, unique, wait_until, worker_props
+from tests.support import (
+    DaemonProcess,
+    Warehouse,
+    connector_props,
+    create_topic,
+    produce,
+    unique,
+    wait_until,
+    worker_props,
+)
 
 
 def _free_port() -> int:
@@ -82,9 +91,9 @@ def test_files_are_written_on_an_external_clusters_executors(
         bootstrap: str, warehouse: Warehouse, cluster: _StandaloneCluster, tmp_path: Path) -> None:
     topic, table = unique("cluster"), "cluster.events"
     create_topic(bootstrap, topic, 2)
-    connector = {"name": unique("cluster"), "topics": topic, "iceberg.tables": table,
-                 "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
-                 "iceberg.control.commit.interval-ms": "1000", **warehouse.connector_props()}
+    connector = connector_props("cluster", topic, table, warehouse, {
+        "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.control.commit.interval-ms": "1000"})
     worker = worker_props(bootstrap, **{"spark.master": cluster.master, "spark.driver.host": "127.0.0.1",
                                         "spark.driver.bindAddress": "127.0.0.1", "spark.executor.memory": "512m",
                                         "spark.cores.max": "1"})

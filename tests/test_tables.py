@@ -10,7 +10,7 @@ from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.write.iceberg_tables import IcebergTables, TableError
 from tabletopic.write.spark_session import SparkRuntime
-from tests.support import Warehouse, create_topic, produce, run_in_process, unique, worker_props
+from tests.support import Warehouse, connector_props, create_topic, produce, run_in_process, unique, worker_props
 
 WORKER = parse_worker({"bootstrap.servers": "127.0.0.1:9", "listeners": ""})
 SAMPLE = pa.schema([("id", pa.int64()), ("name", pa.string()), ("ts", pa.timestamp("us", tz="UTC")),
@@ -54,11 +54,11 @@ def test_upsert_into_a_table_without_the_id_columns_stops_with_a_clear_error(
     create_topic(bootstrap, topic, 1)
     warehouse.sql(f"CREATE TABLE {{c}}.{table} (account bigint, v bigint) USING iceberg")
     produce(bootstrap, topic, [(b"1", json.dumps({"account": 1, "v": 1}).encode(), 0)])
-    code, daemon = run_in_process(spark, worker_props(bootstrap), [{
-        "name": unique("nokey"), "topics": topic, "iceberg.tables": table,
+    connector = connector_props("nokey", topic, table, warehouse, {
         "value.converter.schemas.enable": "false", "iceberg.tables.upsert-mode-enabled": "true",
-        "iceberg.tables.default-id-columns": "customer_id", "iceberg.control.commit.interval-ms": "1000",
-        **warehouse.connector_props()}], until=lambda d: d.connectors[0].consumer.fatal is not None)
+        "iceberg.tables.default-id-columns": "customer_id", "iceberg.control.commit.interval-ms": "1000"})
+    code, daemon = run_in_process(spark, worker_props(bootstrap), [connector],
+                                  until=lambda d: d.connectors[0].consumer.fatal is not None)
     assert code == 1
     message = str(daemon.connectors[0].consumer.fatal)
     assert "keys.existing" in message and "customer_id" in message and "id-columns" in message
@@ -74,10 +74,9 @@ def test_commit_branch_force_optional_and_case_insensitive(bootstrap: str, spark
     schema = {"type": "struct", "optional": False, "fields": [
         {"field": "id", "type": "int64", "optional": False}, {"field": "Name", "type": "string", "optional": False}]}
     produce(bootstrap, topic, [(None, json_envelope(schema, {"id": i, "Name": f"n{i}"}), 0) for i in range(10)])
-    connector = {"name": unique("branch"), "topics": topic, "iceberg.tables": table,
-                 "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.default-commit-branch": "staging",
-                 "iceberg.tables.schema-force-optional": "true", "iceberg.control.commit.interval-ms": "1000",
-                 **warehouse.connector_props()}
+    connector = connector_props("branch", topic, table, warehouse, {
+        "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.default-commit-branch": "staging",
+        "iceberg.tables.schema-force-optional": "true", "iceberg.control.commit.interval-ms": "1000"})
     code, _ = run_in_process(spark, worker_props(bootstrap), [connector], until=lambda d: sum(
         d.connectors[0].task.committed_offsets(table).values()) >= 10)
     assert code == 0

@@ -1,0 +1,71 @@
+"""A keyed table's expected state: random inserts, updates, deletes and tombstones, and what each reader sees."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+
+from tests.support import Warehouse, duckdb_connection
+
+PARTITIONS = 4
+DAY_S = 86_400
+BASE_S = 1_790_000_000
+
+
+class Model:
+    """What the table must hold: the last change per key, in offset order within a partition."""
+
+    def __init__(self, seed: int, keys: int) -> None:
+        self.rng = random.Random(seed)
+        self.keys = keys
+        self.rows: dict[int, tuple[int, str]] = {}
+        self.per_partition = [0] * PARTITIONS
+        self.version = 0
+        self.history: dict[int, list[tuple[int, str]]] = {}  # key -> (offset, change), to explain a mismatch
+
+    def changes(self, n: int) -> list[tuple[bytes | None, bytes | None, int]]:
+        out = []
+        for _ in range(n):
+            key = self.rng.randrange(self.keys)
+            partition = key % PARTITIONS
+            roll = self.rng.random()
+            if roll < 0.12:
+                value = None  # tombstone
+                self.rows.pop(key, None)
+            elif roll < 0.25:
+                value = json.dumps({"id": key, "op": "D"}).encode()
+                self.rows.pop(key, None)
+            else:
+                self.version += 1
+                # The day moves around, so a key's row changes partition under day(updated_at).
+                ts = BASE_S + self.rng.randrange(5) * DAY_S + self.rng.randrange(DAY_S)
+                iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+                op = "U" if key in self.rows else self.rng.choice(["I", "U"])
+                value = json.dumps({"id": key, "op": op, "v": self.version, "updated_at": iso}).encode()
+                self.rows[key] = (self.version, iso.replace("T", " ").rstrip("Z"))
+            out.append((str(key).encode(), value, partition))
+            kind = "tombstone" if value is None else json.loads(value)["op"]
+            self.history.setdefault(key, []).append((self.per_partition[partition], kind))
+            self.per_partition[partition] += 1
+        return out
+
+    @property
+    def produced(self) -> int:
+        return sum(self.per_partition)
+
+
+def spark_state(warehouse: Warehouse, table: str) -> dict[int, tuple[int, str]]:
+    rows = warehouse.sql(f"SELECT id, v, date_format(updated_at, 'yyyy-MM-dd HH:mm:ss') FROM {{c}}.{table}")
+    state = {int(r[0]): (int(r[1]), r[2]) for r in rows}
+    assert len(state) == len(rows), "a key appears twice"
+    return state
+
+
+def duckdb_state(warehouse: Warehouse, table: str) -> dict[int, tuple[int, str]]:
+    rows = duckdb_connection().execute(
+        f"SELECT id, v, strftime(updated_at AT TIME ZONE 'UTC', '%Y-%m-%d %H:%M:%S') "
+        f"FROM iceberg_scan('{warehouse.location(table)}')").fetchall()
+    state = {int(r[0]): (int(r[1]), r[2]) for r in rows}
+    assert len(state) == len(rows), "a key appears twice (DuckDB)"
+    return state
