@@ -30,8 +30,10 @@ from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.definition import ConfigError
 from tabletopic.config.worker import WorkerConfig
 from tabletopic.connectors.config_store import ConfigStore, TargetState
-from tabletopic.connectors.herder import Herder, LocalStatusBoard, StatusBoard
+from tabletopic.connectors.herder import Herder
+from tabletopic.connectors.requests import ConnectorRequests
 from tabletopic.connectors.runtime import ConnectorRuntime
+from tabletopic.connectors.status_board import LocalStatusBoard, StatusBoard
 from tabletopic.kafka_clients import KafkaAccessError, KafkaClients, KafkaUnavailable
 from tabletopic.observe.metrics import connector_states, new_registry
 from tabletopic.registry.service import RegistryStartError, SchemaRegistryService
@@ -72,8 +74,9 @@ class Daemon:
         self.herder = Herder(worker, self.worker_id, store, LocalStatusBoard(), self.spark, self.kafka,
                              self._new_runtime, self._on_fatal)
         self.kafka_cluster_id: str | None = None  # as the brokers report it, read at start-up
-        self.api = ConnectApi(self.herder, lambda: self.kafka_cluster_id)
-        self.registry.register(connector_states(self.herder.connector_states))
+        self.requests = ConnectorRequests(self.herder)
+        self.api = ConnectApi(self.requests, lambda: self.kafka_cluster_id)
+        self.registry.register(connector_states(self.requests.connector_states))
         self.http: HttpServer | None = None
         self.schema_registry: SchemaRegistryService | None = None
         if worker.registry_listeners:
@@ -234,7 +237,7 @@ class Daemon:
     def _ready(self) -> tuple[bool, dict[str, Any]]:
         if self.phase != "running":
             return False, {"status": "starting", "phase": self.phase}
-        reasons = self.herder.ready()
+        reasons = self.requests.ready()
         if reasons:
             return False, {"status": "not ready", "reasons": reasons}
         return True, {"status": "ready"}

@@ -1,4 +1,4 @@
-"""The herder: drives each connector's runtime to what the config store says, and answers the REST API.
+"""The herder: drives each connector's runtime to what the config store says.
 
 As in Kafka Connect, a REST call never touches a runtime: it writes the store
 (:mod:`tabletopic.connectors.config_store`), and the store tells every herder reading
@@ -15,94 +15,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
 
 import structlog
 
-from tabletopic.config.connector import CONNECTOR_CLASSES, ConnectorConfig, parse_connector
-from tabletopic.config.definition import ConfigError, Problem
-from tabletopic.config.files import as_text
+from tabletopic.config.connector import ConnectorConfig, parse_connector
+from tabletopic.config.definition import ConfigError
 from tabletopic.config.worker import WorkerConfig
 from tabletopic.connectors.config_store import (
     Change,
     ConfigStore,
-    ConnectorSpec,
     RestartRequest,
     TargetState,
     TopicsReset,
 )
-from tabletopic.connectors.offsets import OffsetChanges, OffsetsChangeRefused, TableOffsets, change_offsets
-from tabletopic.connectors.runtime import FAILED, RESTARTING, UNASSIGNED, ConnectorRuntime
+from tabletopic.connectors.runtime import FAILED, RESTARTING, ConnectorRuntime
+from tabletopic.connectors.status_board import StatusBoard, TaskStatus
 from tabletopic.kafka_clients import KafkaClients
-from tabletopic.offsets.resume import tables_resume
 from tabletopic.write.spark_session import SparkRuntime
 
 log = structlog.get_logger(__name__)
-
-
-class HerderError(Exception):
-    """A request the herder refuses; ``status`` is the HTTP status Connect answers it with."""
-
-    status = 500
-
-
-class NotFound(HerderError):
-    status = 404
-
-
-class AlreadyExists(HerderError):
-    status = 409
-
-
-class BadRequest(HerderError):
-    status = 400
-
-
-class NotReady(HerderError):
-    status = 503
-
-
-@dataclass(frozen=True)
-class TaskStatus:
-    """One worker's task of one connector, as the status board holds it."""
-
-    worker_id: str
-    state: str
-    trace: str | None = None
-    topics: tuple[str, ...] = ()
-
-
-class StatusBoard(Protocol):
-    """Every worker's task of each connector. Standalone: only this daemon's."""
-
-    async def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
-
-    def publish(self, connector: str, status: TaskStatus | None) -> None: ...
-
-    def tasks(self, connector: str) -> list[TaskStatus]: ...  # sorted by worker_id
-
-
-class LocalStatusBoard:
-    def __init__(self) -> None:
-        self._mine: dict[str, TaskStatus] = {}
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
-    def publish(self, connector: str, status: TaskStatus | None) -> None:
-        if status is None:
-            self._mine.pop(connector, None)
-        else:
-            self._mine[connector] = status
-
-    def tasks(self, connector: str) -> list[TaskStatus]:
-        return [self._mine[connector]] if connector in self._mine else []
 
 
 NewRuntime = Callable[[ConnectorConfig, Callable[[ConnectorRuntime], None]], ConnectorRuntime]
@@ -116,8 +47,8 @@ class Herder:
         self.worker_id = worker_id
         self.store = store
         self.board = board
-        self._spark = spark
-        self._kafka = kafka
+        self.spark = spark
+        self.kafka = kafka
         self._new_runtime = new_runtime
         self._on_fatal = on_fatal
         self.runtimes: dict[str, ConnectorRuntime] = {}
@@ -132,7 +63,7 @@ class Herder:
         # Configuration writes are taken once the store is read, before the JVM is up: the connectors
         # run when the worker is ready, as Connect applies what its config topic holds.
         self.accepting_writes = False
-        self._closing = False
+        self.closing = False
         store.subscribe(self._on_change)
 
     # -- driving the runtimes -------------------------------------------------------------------------
@@ -151,14 +82,14 @@ class Herder:
             runtime = self.runtimes.get(change.connector)
             if runtime is not None:
                 runtime.reset_topics()
-                self._publish(runtime)
+                self.publish(runtime)
             return
         name = change if isinstance(change, str) else change.connector
         if isinstance(change, RestartRequest):
             if change.worker_id not in (None, self.worker_id):
                 return
             self._requests.setdefault(name, []).append(change)
-        if self.started and not self._closing:
+        if self.started and not self.closing:
             self._kick(name)
 
     def _kick(self, name: str) -> None:
@@ -169,7 +100,7 @@ class Herder:
 
     async def _drive(self, name: str) -> None:
         dirty = self._dirty[name]
-        while not self._closing:
+        while not self.closing:
             await dirty.wait()
             dirty.clear()
             self._busy.add(name)
@@ -217,7 +148,7 @@ class Herder:
         if runtime is not None and (dict(runtime.config.written) != dict(spec.config) or
                                     any(not r.only_failed or runtime.state == FAILED for r in requests)):
             runtime.state = RESTARTING
-            self._publish(runtime)
+            self.publish(runtime)
             await self._stop(runtime)
             runtime = None
         if runtime is None:
@@ -234,15 +165,15 @@ class Herder:
         return True
 
     def _on_runtime_change(self, runtime: ConnectorRuntime) -> None:
-        self._publish(runtime)
-        if runtime.state != FAILED or self._closing:
+        self.publish(runtime)
+        if runtime.state != FAILED or self.closing:
             return
         if self.worker.exit_on_connector_failure:
             self._on_fatal(runtime.exit_code)
         elif self.runtimes.get(runtime.name) is runtime:
             self._kick(runtime.name)  # its driver stops it; it stays FAILED until restarted
 
-    def _publish(self, runtime: ConnectorRuntime) -> None:
+    def publish(self, runtime: ConnectorRuntime) -> None:
         """Put this worker's task of ``runtime`` on the board, if it changed (the topics it read, say)."""
         if self.runtimes.get(runtime.name, runtime) is not runtime:
             return  # an old runtime, replaced meanwhile
@@ -263,7 +194,7 @@ class Herder:
 
     async def stop(self, final_commit: bool = True) -> int:
         """Stop every connector together, so the whole fits the stop timeout however many there are."""
-        self._closing = True
+        self.closing = True
         drivers = list(self._drivers.values())
         for driver in drivers:
             driver.cancel()
@@ -273,206 +204,7 @@ class Herder:
             self._unpublish(name)
         return max([0, *codes])
 
-    # -- configurations --------------------------------------------------------------------------------
     def parse(self, config: Mapping[str, str]) -> ConnectorConfig:
         return parse_connector(config, self.worker)
 
-    def problems_of(self, config: Mapping[str, str]) -> list[Problem]:
-        """Every problem of a configuration, as ``PUT /connector-plugins/.../config/validate`` lists them."""
-        try:
-            parsed = self.parse(config)
-        except ConfigError as exc:
-            return list(exc.problems)
-        problems = []
-        for running in self.runtimes.values():
-            if running.name != parsed.name and running.config.catalog_name == parsed.catalog_name and \
-                    running.config.catalog_props != parsed.catalog_props:
-                problems.append(Problem("iceberg.catalog", parsed.catalog_name,
-                                        f"connector {running.name} in this worker uses this catalog name with "
-                                        "other iceberg.catalog.* properties; give this one another name"))
-        return problems
-
-    def _validated(self, name: str, config: Mapping[str, Any]) -> dict[str, str]:
-        written = {str(k): as_text(v) for k, v in config.items() if v is not None}
-        if written.get("name", name) != name:
-            raise BadRequest(f"Connector name configuration ({written['name']}) doesn't match connector name in "
-                             f"the URL ({name})")
-        written["name"] = name
-        written.setdefault("connector.class", CONNECTOR_CLASSES[0])
-        problems = self.problems_of(written)
-        if problems:
-            lines = "".join(f"\n{p}" for p in problems)
-            raise BadRequest(f"Connector configuration is invalid and contains the following {len(problems)} "
-                             f"error(s):{lines}\nYou can also find the above list of errors at the endpoint "
-                             "`/connector-plugins/{connectorType}/config/validate`")
-        if not self.started:
-            # Taken before the JVM is up: it must start with the jars this connector's catalog needs.
-            catalog = self.parse(written).catalog
-            self._spark.require(catalog.needs_lake_jars, catalog.driver_jars)
-        return written
-
-    def _ready_for_writes(self) -> None:
-        if self._closing:
-            raise NotReady("the worker is shutting down")
-        if not (self.started or self.accepting_writes):
-            raise NotReady("the worker is still reading its connectors' configurations; try again in a moment")
-
-    def spec(self, name: str) -> ConnectorSpec:
-        spec = self.store.connectors().get(name)
-        if spec is None:
-            raise NotFound(f"Connector {name} not found")
-        return spec
-
-    async def create(self, name: str, config: Mapping[str, Any], initial: TargetState | None) -> ConnectorSpec:
-        self._ready_for_writes()
-        if not name or name != name.strip() or any(ord(c) < 32 for c in name):
-            raise BadRequest("Connector name must be non-empty, without control characters or surrounding spaces")
-        written = self._validated(name, config)
-        if name in self.store.connectors():
-            raise AlreadyExists(f"Connector {name} already exists")
-        await self.store.put(name, written, initial or TargetState.RUNNING)
-        return self.spec(name)
-
-    async def put_config(self, name: str, config: Mapping[str, Any]) -> tuple[ConnectorSpec, bool]:
-        self._ready_for_writes()
-        written = self._validated(name, config)
-        created = name not in self.store.connectors()
-        await self.store.put(name, written)
-        return self.spec(name), created
-
-    async def patch_config(self, name: str, patch: Mapping[str, Any]) -> ConnectorSpec:
-        self._ready_for_writes()
-        merged: dict[str, Any] = dict(self.spec(name).config)
-        for key, value in patch.items():
-            if value is None:
-                merged.pop(key, None)
-            else:
-                merged[key] = value
-        await self.store.put(name, self._validated(name, merged))
-        return self.spec(name)
-
-    async def delete(self, name: str) -> None:
-        self._ready_for_writes()
-        self.spec(name)
-        await self.store.delete(name)
-
-    async def set_target(self, name: str, target: TargetState) -> None:
-        self._ready_for_writes()
-        self.spec(name)
-        await self.store.set_target(name, target)
-
-    async def restart(self, name: str, include_tasks: bool, only_failed: bool) -> None:
-        self._ready_for_writes()
-        self.spec(name)
-        await self.store.restart(RestartRequest(name, include_tasks, only_failed))
-
-    async def restart_task(self, name: str, task: int) -> None:
-        self._ready_for_writes()
-        self.spec(name)
-        tasks = self.tasks(name)
-        if not 0 <= task < len(tasks):
-            raise NotFound(f"Task {name}-{task} not found")
-        await self.store.restart(RestartRequest(name, True, False, tasks[task].worker_id))
-
-    async def reset_topics(self, name: str) -> None:
-        self._ready_for_writes()
-        self.spec(name)
-        await self.store.reset_topics(name)
-
-    # -- what the REST API shows -------------------------------------------------------------------------
-    def tasks(self, name: str) -> list[TaskStatus]:
-        spec = self.spec(name)
-        runtime = self.runtimes.get(name)
-        if (spec.target is TargetState.STOPPED and runtime is None) or not self.started:
-            return []  # while starting, the board of the workers' statuses may not be read yet
-        if runtime is not None:
-            self._publish(runtime)  # its topics change without its state changing
-        return sorted(self.board.tasks(name), key=lambda t: t.worker_id)
-
-    def connector_state(self, name: str) -> tuple[str, str | None]:
-        spec = self.spec(name)
-        if name in self.problems:
-            return FAILED, self.problems[name]
-        if not self.started and spec.target is not TargetState.STOPPED:
-            return UNASSIGNED, "the worker is still starting; the connector runs once it is up"
-        runtime = self.runtimes.get(name)
-        if spec.target is TargetState.STOPPED and runtime is not None:
-            # Still stopping (its final commit, leaving the group): STOPPED once its runtime is gone, as
-            # Connect shows it, so that a client waiting for STOPPED may then change its offsets.
-            return runtime.state, None
-        return spec.target.value, None
-
-    def topics(self, name: str) -> list[str]:
-        return sorted({t for task in self.tasks(name) for t in task.topics})
-
-    def connector_states(self) -> dict[str, tuple[str, bool]]:
-        """Each connector's state here (its task's on this worker, else its own) and whether it is ready."""
-        reasons = self.ready()
-        out = {}
-        for name, spec in self.store.connectors().items():
-            runtime = self.runtimes.get(name)
-            state = FAILED if name in self.problems else runtime.state if runtime is not None else \
-                spec.target.value if spec.target is TargetState.STOPPED else UNASSIGNED
-            out[name] = (state, name not in reasons)
-        return out
-
-    def ready(self) -> dict[str, str]:
-        """Why each connector that is not ready is not (/ready answers 503 while any is not)."""
-        reasons = {}
-        for name, spec in self.store.connectors().items():
-            if spec.target is TargetState.STOPPED:
-                continue
-            runtime = self.runtimes.get(name)
-            if name in self.problems:
-                reasons[name] = self.problems[name]
-            elif runtime is None:
-                reasons[name] = "starting"
-            else:
-                ok, why = runtime.ready()
-                if not ok:
-                    reasons[name] = why
-        return reasons
-
-    # -- offsets ------------------------------------------------------------------------------------------
-    def _jvm_ready(self) -> None:
-        if not self.started:
-            raise NotReady("the worker is still starting its JVM, which reading or changing offsets needs")
-
-    async def offsets(self, name: str) -> dict[TopicPartitionKey, int]:
-        self._jvm_ready()
-        config = self._config_of(name)
-        reader = await asyncio.to_thread(TableOffsets, self._spark, config)
-        try:
-            recorded = await asyncio.to_thread(reader.read)
-        finally:
-            reader.close()
-        return tables_resume(recorded)
-
-    async def change_offsets(self, name: str, changes: OffsetChanges | None) -> None:
-        """Alter (or, with None, reset) the offsets: the connector must be STOPPED and its group empty."""
-        self._ready_for_writes()
-        self._jvm_ready()
-        spec = self.spec(name)
-        if spec.target is not TargetState.STOPPED or name in self.runtimes:
-            raise BadRequest("Connectors must be in the STOPPED state before their offsets can be modified. This "
-                             f"can be done for the specified connector by issuing a 'PUT' request to the "
-                             f"'/connectors/{name}/stop' endpoint")
-        config = self._config_of(name)
-        clients = self._kafka.for_connector(config.consumer_overrides, config.producer_overrides)
-        try:
-            positions = await change_offsets(self._spark, clients, config, changes)
-        except OffsetsChangeRefused as exc:
-            raise BadRequest(str(exc)) from exc
-        log.info("connector offsets changed in its tables and consumer group", connector=name,
-                 reset=changes is None, positions={f"{t}[{p}]": o for (t, p), o in sorted(positions.items())})
-
-    def _config_of(self, name: str) -> ConnectorConfig:
-        spec = self.spec(name)
-        try:
-            return self.parse(spec.config)
-        except ConfigError as exc:
-            raise BadRequest(str(exc)) from exc
-
-
-TopicPartitionKey = tuple[str, int]
 

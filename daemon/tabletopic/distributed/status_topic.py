@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import structlog
 
-from tabletopic.connectors.herder import TaskStatus
+from tabletopic.connectors.status_board import TaskStatus
 from tabletopic.kafka_clients import KafkaClients
 from tabletopic.single_partition_topic import TopicLog
 

@@ -3,8 +3,9 @@
 ``tabletopic offsets`` prints them; the REST API's ``GET /connectors/{c}/offsets`` will
 serve the same document.  A sink's offsets live in its tables (see
 :mod:`tabletopic.offsets.source_offsets`), so they are read through pyiceberg with the
-connector's catalog settings.  Each partition's offset is where the connector resumes it,
-by the one rule in :mod:`tabletopic.offsets.resume`.
+connector's catalog settings.  Each partition's offset is where the connector resumes it by
+its tables alone (the rule in :mod:`tabletopic.offsets.resume`, with no consumer group asked): the
+REST API, which also reads the group's offsets, may give a higher one, never a lower one.
 """
 
 from __future__ import annotations

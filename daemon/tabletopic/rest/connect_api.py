@@ -1,9 +1,9 @@
 """Kafka Connect's REST API (``connect/runtime`` ``rest/resources``): paths, bodies and status codes.
 
-Every route asks the herder and shapes its answer with :mod:`tabletopic.rest.entities`.
-A refusal is a :class:`~tabletopic.connectors.herder.HerderError` and answers Connect's
-``{"error_code": ..., "message": ...}`` with its status.  One task per daemon: a
-connector's tasks are the workers that run it.
+Every route asks :class:`~tabletopic.connectors.requests.ConnectorRequests` and shapes its answer with
+:mod:`tabletopic.rest.entities`.  A refusal is a :class:`~tabletopic.connectors.refusals.HerderError`
+and answers Connect's ``{"error_code": ..., "message": ...}`` with the status ``_STATUS`` gives its kind.
+One task per daemon: a connector's tasks are the workers that run it.
 """
 
 from __future__ import annotations
@@ -19,12 +19,15 @@ from tabletopic import __version__
 from tabletopic.config.connector import CONNECTOR_CLASSES, CONNECTOR_KEYS, CONVERTER_GROUP, TRANSFORM_GROUP
 from tabletopic.config.files import as_text
 from tabletopic.connectors.config_store import TargetState
-from tabletopic.connectors.herder import BadRequest, Herder, HerderError, NotFound
+from tabletopic.connectors.refusals import AlreadyExists, BadRequest, HerderError, NotFound, NotReady
+from tabletopic.connectors.requests import ConnectorRequests
 from tabletopic.observe.secrets import redact
 from tabletopic.rest import entities
 from tabletopic.rest.loggers import LoggerLevels
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# Connect's answer to each kind of refusal.
+_STATUS: dict[type[HerderError], int] = {BadRequest: 400, NotFound: 404, AlreadyExists: 409, NotReady: 503}
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
@@ -43,8 +46,8 @@ async def _body(request: web.Request) -> Any:
 
 
 class ConnectApi:
-    def __init__(self, herder: Herder, kafka_cluster_id: Callable[[], str | None] = lambda: None) -> None:
-        self._herder = herder
+    def __init__(self, requests: ConnectorRequests, kafka_cluster_id: Callable[[], str | None] = lambda: None) -> None:
+        self._requests = requests
         self._cluster_id = kafka_cluster_id
         self.loggers = LoggerLevels()
 
@@ -92,8 +95,9 @@ class ConnectApi:
         try:
             return await handler(request)
         except HerderError as exc:
-            response = _json(entities.error(exc.status, str(exc)), exc.status)
-            if exc.status == 503:
+            status = _STATUS.get(type(exc), 500)
+            response = _json(entities.error(status, str(exc)), status)
+            if status == 503:
                 response.headers["Retry-After"] = "5"  # what a client should wait before asking again
             return response
         except web.HTTPException as exc:
@@ -108,17 +112,17 @@ class ConnectApi:
 
     # -- connectors -----------------------------------------------------------------------------------
     def _info(self, name: str) -> dict[str, Any]:
-        spec = self._herder.spec(name)
-        return entities.connector_info(name, spec.config, len(self._herder.tasks(name)))
+        spec = self._requests.spec(name)
+        return entities.connector_info(name, spec.config, len(self._requests.tasks(name)))
 
     def _status(self, name: str) -> dict[str, Any]:
-        state, trace = self._herder.connector_state(name)
-        tasks = self._herder.tasks(name)
-        worker = tasks[0].worker_id if tasks else self._herder.worker_id
+        state, trace = self._requests.connector_state(name)
+        tasks = self._requests.tasks(name)
+        worker = tasks[0].worker_id if tasks else self._requests.worker_id
         return entities.connector_state_info(name, state, worker, trace, tasks)
 
     async def list_connectors(self, request: web.Request) -> web.Response:
-        names = sorted(self._herder.store.connectors())
+        names = self._requests.names()
         expand = [e for value in request.query.getall("expand", []) for e in value.split(",")]
         if not expand:
             return _json(names)
@@ -141,25 +145,25 @@ class ConnectApi:
             target = TargetState(str(initial).upper()) if initial is not None else None
         except ValueError as exc:
             raise BadRequest(f"initial_state must be one of RUNNING, PAUSED or STOPPED, not {initial!r}") from exc
-        await self._herder.create(name, body["config"], target)
+        await self._requests.create(name, body["config"], target)
         return _json(self._info(name), 201)
 
     async def info(self, request: web.Request) -> web.Response:
         return _json(self._info(request.match_info["c"]))
 
     async def delete(self, request: web.Request) -> web.Response:
-        await self._herder.delete(request.match_info["c"])
+        await self._requests.delete(request.match_info["c"])
         return web.Response(status=204)
 
     async def config(self, request: web.Request) -> web.Response:
-        return _json(redact(self._herder.spec(request.match_info["c"]).config))
+        return _json(redact(self._requests.spec(request.match_info["c"]).config))
 
     async def put_config(self, request: web.Request) -> web.Response:
         body = await _body(request)
         if not isinstance(body, dict):
             raise BadRequest("Request body must be a JSON object of configuration keys")
         name = request.match_info["c"]
-        _, created = await self._herder.put_config(name, body)
+        _, created = await self._requests.put_config(name, body)
         return _json(self._info(name), 201 if created else 200)
 
     async def patch_config(self, request: web.Request) -> web.Response:
@@ -167,29 +171,29 @@ class ConnectApi:
         if not isinstance(body, dict):
             raise BadRequest("Request body must be a JSON object of configuration keys")
         name = request.match_info["c"]
-        await self._herder.patch_config(name, body)
+        await self._requests.patch_config(name, body)
         return _json(self._info(name))
 
     async def status(self, request: web.Request) -> web.Response:
         return _json(self._status(request.match_info["c"]))
 
     async def pause(self, request: web.Request) -> web.Response:
-        await self._herder.set_target(request.match_info["c"], TargetState.PAUSED)
+        await self._requests.set_target(request.match_info["c"], TargetState.PAUSED)
         return web.Response(status=202)
 
     async def resume(self, request: web.Request) -> web.Response:
-        await self._herder.set_target(request.match_info["c"], TargetState.RUNNING)
+        await self._requests.set_target(request.match_info["c"], TargetState.RUNNING)
         return web.Response(status=202)
 
     async def stop(self, request: web.Request) -> web.Response:
-        await self._herder.set_target(request.match_info["c"], TargetState.STOPPED)
+        await self._requests.set_target(request.match_info["c"], TargetState.STOPPED)
         return web.Response(status=204)
 
     async def restart(self, request: web.Request) -> web.Response:
         name = request.match_info["c"]
         include_tasks, only_failed = _flag(request, "includeTasks"), _flag(request, "onlyFailed")
         status = self._status(name)
-        await self._herder.restart(name, include_tasks, only_failed)
+        await self._requests.restart(name, include_tasks, only_failed)
         if not include_tasks and not only_failed:
             return web.Response(status=204)  # Connect's answer to a plain restart: no body
         for task in status["tasks"]:
@@ -201,45 +205,45 @@ class ConnectApi:
     # -- tasks ----------------------------------------------------------------------------------------
     def _task(self, request: web.Request) -> int:
         name, text = request.match_info["c"], request.match_info["t"]
-        self._herder.spec(name)
-        if not text.lstrip("-").isdigit() or not 0 <= int(text) < len(self._herder.tasks(name)):
+        self._requests.spec(name)
+        if not text.lstrip("-").isdigit() or not 0 <= int(text) < len(self._requests.tasks(name)):
             raise NotFound(f"Task {name}-{text} not found")
         return int(text)
 
     async def tasks(self, request: web.Request) -> web.Response:
         name = request.match_info["c"]
-        spec = self._herder.spec(name)
-        return _json([entities.task_info(name, i, spec.config) for i in range(len(self._herder.tasks(name)))])
+        spec = self._requests.spec(name)
+        return _json([entities.task_info(name, i, spec.config) for i in range(len(self._requests.tasks(name)))])
 
     async def task_status(self, request: web.Request) -> web.Response:
         task = self._task(request)
-        return _json(entities.task_state(task, self._herder.tasks(request.match_info["c"])[task]))
+        return _json(entities.task_state(task, self._requests.tasks(request.match_info["c"])[task]))
 
     async def restart_task(self, request: web.Request) -> web.Response:
-        await self._herder.restart_task(request.match_info["c"], self._task(request))
+        await self._requests.restart_task(request.match_info["c"], self._task(request))
         return web.Response(status=204)
 
     # -- topics ---------------------------------------------------------------------------------------
     async def topics(self, request: web.Request) -> web.Response:
         name = request.match_info["c"]
-        return _json(entities.active_topics(name, self._herder.topics(name)))
+        return _json(entities.active_topics(name, self._requests.topics(name)))
 
     async def reset_topics(self, request: web.Request) -> web.Response:
-        await self._herder.reset_topics(request.match_info["c"])
+        await self._requests.reset_topics(request.match_info["c"])
         return web.Response(status=202)
 
     # -- offsets --------------------------------------------------------------------------------------
     async def offsets(self, request: web.Request) -> web.Response:
-        return _json(entities.connector_offsets(await self._herder.offsets(request.match_info["c"])))
+        return _json(entities.connector_offsets(await self._requests.offsets(request.match_info["c"])))
 
     async def alter_offsets(self, request: web.Request) -> web.Response:
         name = request.match_info["c"]
-        self._herder.spec(name)
-        await self._herder.change_offsets(name, entities.parse_offsets(await _body(request)))
+        self._requests.spec(name)
+        await self._requests.change_offsets(name, entities.parse_offsets(await _body(request)))
         return _json({"message": "The offsets for this connector have been altered successfully"})
 
     async def reset_offsets(self, request: web.Request) -> web.Response:
-        await self._herder.change_offsets(request.match_info["c"], None)
+        await self._requests.change_offsets(request.match_info["c"], None)
         return _json({"message": "The offsets for this connector have been reset successfully"})
 
     # -- plugins --------------------------------------------------------------------------------------
@@ -273,7 +277,7 @@ class ConnectApi:
             raise BadRequest(f"Included connector type {config['connector.class']} does not match request type "
                              f"{plugin}")
         config.setdefault("connector.class", plugin)
-        return _json(entities.config_infos(plugin, CONNECTOR_KEYS, config, self._herder.problems_of(config)))
+        return _json(entities.config_infos(plugin, CONNECTOR_KEYS, config, self._requests.problems_of(config)))
 
     # -- loggers --------------------------------------------------------------------------------------
     async def list_loggers(self, _: web.Request) -> web.Response:

@@ -10,7 +10,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tabletopic.config.definition import Key, KeyType, Problem
-from tabletopic.connectors.herder import BadRequest, TaskStatus
+from tabletopic.connectors.refusals import BadRequest
+from tabletopic.connectors.status_board import TaskStatus
 from tabletopic.observe.secrets import redact
 from tabletopic.topic_partition import TopicPartition
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tabletopic.connectors.herder import TaskStatus
+from tabletopic.connectors.status_board import TaskStatus
 from tabletopic.distributed.status_topic import _STALE_AFTER_S, StatusTopic
 from tabletopic.kafka_clients import KafkaClients
 

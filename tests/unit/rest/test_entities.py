@@ -6,7 +6,8 @@ import pytest
 
 from tabletopic.config.connector import CONNECTOR_KEYS
 from tabletopic.config.definition import Problem
-from tabletopic.connectors.herder import BadRequest, TaskStatus
+from tabletopic.connectors.refusals import BadRequest
+from tabletopic.connectors.status_board import TaskStatus
 from tabletopic.rest import entities
 
 

@@ -1,0 +1,252 @@
+"""What the REST API asks of the connectors: configuration writes, restarts, offsets, and the states it shows.
+
+As in Kafka Connect, a request never touches a runtime: a write goes to the config store, and the
+herder drives the runtimes from there (:mod:`tabletopic.connectors.herder`).  What is shown is read from
+the store, the herder's runtimes and the status board.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from tabletopic.config.connector import CONNECTOR_CLASSES, ConnectorConfig
+from tabletopic.config.definition import ConfigError, Problem
+from tabletopic.config.files import as_text
+from tabletopic.connectors.config_store import ConnectorSpec, RestartRequest, TargetState
+from tabletopic.connectors.herder import Herder
+from tabletopic.connectors.offsets import (
+    OffsetChanges,
+    OffsetsChangeRefused,
+    TableOffsets,
+    change_offsets,
+    committed_offsets,
+)
+from tabletopic.connectors.refusals import AlreadyExists, BadRequest, NotFound, NotReady
+from tabletopic.connectors.runtime import FAILED, UNASSIGNED
+from tabletopic.connectors.status_board import TaskStatus
+from tabletopic.offsets.resume import resume_positions
+from tabletopic.topic_partition import TopicPartition
+
+log = structlog.get_logger(__name__)
+
+
+class ConnectorRequests:
+    """The REST API's view of one worker's connectors, over its herder."""
+
+    def __init__(self, herder: Herder) -> None:
+        self._herder = herder
+
+    @property
+    def worker_id(self) -> str:
+        return self._herder.worker_id
+
+    def names(self) -> list[str]:
+        return sorted(self._herder.store.connectors())
+
+    # -- configurations --------------------------------------------------------------------------------
+    def problems_of(self, config: Mapping[str, str]) -> list[Problem]:
+        """Every problem of a configuration, as ``PUT /connector-plugins/.../config/validate`` lists them."""
+        try:
+            parsed = self._herder.parse(config)
+        except ConfigError as exc:
+            return list(exc.problems)
+        problems = []
+        for running in self._herder.runtimes.values():
+            if running.name != parsed.name and running.config.catalog_name == parsed.catalog_name and \
+                    running.config.catalog_props != parsed.catalog_props:
+                problems.append(Problem("iceberg.catalog", parsed.catalog_name,
+                                        f"connector {running.name} in this worker uses this catalog name with "
+                                        "other iceberg.catalog.* properties; give this one another name"))
+        return problems
+
+    def _validated(self, name: str, config: Mapping[str, Any]) -> dict[str, str]:
+        written = {str(k): as_text(v) for k, v in config.items() if v is not None}
+        if written.get("name", name) != name:
+            raise BadRequest(f"Connector name configuration ({written['name']}) doesn't match connector name in "
+                             f"the URL ({name})")
+        written["name"] = name
+        written.setdefault("connector.class", CONNECTOR_CLASSES[0])
+        problems = self.problems_of(written)
+        if problems:
+            lines = "".join(f"\n{p}" for p in problems)
+            raise BadRequest(f"Connector configuration is invalid and contains the following {len(problems)} "
+                             f"error(s):{lines}\nYou can also find the above list of errors at the endpoint "
+                             "`/connector-plugins/{connectorType}/config/validate`")
+        if not self._herder.started:
+            # Taken before the JVM is up: it must start with the jars this connector's catalog needs.
+            catalog = self._herder.parse(written).catalog
+            self._herder.spark.require(catalog.needs_lake_jars, catalog.driver_jars)
+        return written
+
+    def _ready_for_writes(self) -> None:
+        if self._herder.closing:
+            raise NotReady("the worker is shutting down")
+        if not (self._herder.started or self._herder.accepting_writes):
+            raise NotReady("the worker is still reading its connectors' configurations; try again in a moment")
+
+    def spec(self, name: str) -> ConnectorSpec:
+        spec = self._herder.store.connectors().get(name)
+        if spec is None:
+            raise NotFound(f"Connector {name} not found")
+        return spec
+
+    async def create(self, name: str, config: Mapping[str, Any], initial: TargetState | None) -> ConnectorSpec:
+        self._ready_for_writes()
+        if not name or name != name.strip() or any(ord(c) < 32 for c in name):
+            raise BadRequest("Connector name must be non-empty, without control characters or surrounding spaces")
+        written = self._validated(name, config)
+        if name in self._herder.store.connectors():
+            raise AlreadyExists(f"Connector {name} already exists")
+        await self._herder.store.put(name, written, initial or TargetState.RUNNING)
+        return self.spec(name)
+
+    async def put_config(self, name: str, config: Mapping[str, Any]) -> tuple[ConnectorSpec, bool]:
+        self._ready_for_writes()
+        written = self._validated(name, config)
+        created = name not in self._herder.store.connectors()
+        await self._herder.store.put(name, written)
+        return self.spec(name), created
+
+    async def patch_config(self, name: str, patch: Mapping[str, Any]) -> ConnectorSpec:
+        self._ready_for_writes()
+        merged: dict[str, Any] = dict(self.spec(name).config)
+        for key, value in patch.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        await self._herder.store.put(name, self._validated(name, merged))
+        return self.spec(name)
+
+    async def delete(self, name: str) -> None:
+        self._ready_for_writes()
+        self.spec(name)
+        await self._herder.store.delete(name)
+
+    async def set_target(self, name: str, target: TargetState) -> None:
+        self._ready_for_writes()
+        self.spec(name)
+        await self._herder.store.set_target(name, target)
+
+    async def restart(self, name: str, include_tasks: bool, only_failed: bool) -> None:
+        self._ready_for_writes()
+        self.spec(name)
+        await self._herder.store.restart(RestartRequest(name, include_tasks, only_failed))
+
+    async def restart_task(self, name: str, task: int) -> None:
+        self._ready_for_writes()
+        self.spec(name)
+        tasks = self.tasks(name)
+        if not 0 <= task < len(tasks):
+            raise NotFound(f"Task {name}-{task} not found")
+        await self._herder.store.restart(RestartRequest(name, True, False, tasks[task].worker_id))
+
+    async def reset_topics(self, name: str) -> None:
+        self._ready_for_writes()
+        self.spec(name)
+        await self._herder.store.reset_topics(name)
+
+    # -- what the REST API shows -------------------------------------------------------------------------
+    def tasks(self, name: str) -> list[TaskStatus]:
+        spec = self.spec(name)
+        runtime = self._herder.runtimes.get(name)
+        if (spec.target is TargetState.STOPPED and runtime is None) or not self._herder.started:
+            return []  # while starting, the board of the workers' statuses may not be read yet
+        if runtime is not None:
+            self._herder.publish(runtime)  # its topics change without its state changing
+        return sorted(self._herder.board.tasks(name), key=lambda t: t.worker_id)
+
+    def connector_state(self, name: str) -> tuple[str, str | None]:
+        spec = self.spec(name)
+        if name in self._herder.problems:
+            return FAILED, self._herder.problems[name]
+        if not self._herder.started and spec.target is not TargetState.STOPPED:
+            return UNASSIGNED, "the worker is still starting; the connector runs once it is up"
+        runtime = self._herder.runtimes.get(name)
+        if spec.target is TargetState.STOPPED and runtime is not None:
+            # Still stopping (its final commit, leaving the group): STOPPED once its runtime is gone, as
+            # Connect shows it, so that a client waiting for STOPPED may then change its offsets.
+            return runtime.state, None
+        return spec.target.value, None
+
+    def topics(self, name: str) -> list[str]:
+        return sorted({t for task in self.tasks(name) for t in task.topics})
+
+    def connector_states(self) -> dict[str, tuple[str, bool]]:
+        """Each connector's state here (its task's on this worker, else its own) and whether it is ready."""
+        reasons = self.ready()
+        out = {}
+        for name, spec in self._herder.store.connectors().items():
+            runtime = self._herder.runtimes.get(name)
+            state = FAILED if name in self._herder.problems else runtime.state if runtime is not None else \
+                spec.target.value if spec.target is TargetState.STOPPED else UNASSIGNED
+            out[name] = (state, name not in reasons)
+        return out
+
+    def ready(self) -> dict[str, str]:
+        """Why each connector that is not ready is not (/ready answers 503 while any is not)."""
+        reasons = {}
+        for name, spec in self._herder.store.connectors().items():
+            if spec.target is TargetState.STOPPED:
+                continue
+            runtime = self._herder.runtimes.get(name)
+            if name in self._herder.problems:
+                reasons[name] = self._herder.problems[name]
+            elif runtime is None:
+                reasons[name] = "starting"
+            else:
+                ok, why = runtime.ready()
+                if not ok:
+                    reasons[name] = why
+        return reasons
+
+    # -- offsets ------------------------------------------------------------------------------------------
+    def _jvm_ready(self) -> None:
+        if not self._herder.started:
+            raise NotReady("the worker is still starting its JVM, which reading or changing offsets needs")
+
+    async def offsets(self, name: str) -> dict[TopicPartition, int]:
+        """Where the connector resumes each partition its tables name, by the sink's own rule: the tables'
+        offsets and round starts, and the consumer group's offsets."""
+        self._jvm_ready()
+        config = self._config_of(name)
+        reader = await asyncio.to_thread(TableOffsets, self._herder.spark, config)
+        try:
+            recorded = await asyncio.to_thread(reader.read)
+        finally:
+            reader.close()
+        clients = self._herder.kafka.for_connector(config.consumer_overrides, config.producer_overrides)
+        offsets = {t: r.offsets for t, r in recorded.items()}
+        round_starts = {t: r.round_start for t, r in recorded.items()}
+        named = {tp for held in (*offsets.values(), *round_starts.values()) for tp in held}
+        group = await committed_offsets(clients, config.group_id, named)
+        return resume_positions(offsets, round_starts, group)
+
+    async def change_offsets(self, name: str, changes: OffsetChanges | None) -> None:
+        """Alter (or, with None, reset) the offsets: the connector must be STOPPED and its group empty."""
+        self._ready_for_writes()
+        self._jvm_ready()
+        spec = self.spec(name)
+        if spec.target is not TargetState.STOPPED or name in self._herder.runtimes:
+            raise BadRequest("Connectors must be in the STOPPED state before their offsets can be modified. This "
+                             f"can be done for the specified connector by issuing a 'PUT' request to the "
+                             f"'/connectors/{name}/stop' endpoint")
+        config = self._config_of(name)
+        clients = self._herder.kafka.for_connector(config.consumer_overrides, config.producer_overrides)
+        try:
+            positions = await change_offsets(self._herder.spark, clients, config, changes)
+        except OffsetsChangeRefused as exc:
+            raise BadRequest(str(exc)) from exc
+        log.info("connector offsets changed in its tables and consumer group", connector=name,
+                 reset=changes is None, positions={f"{t}[{p}]": o for (t, p), o in sorted(positions.items())})
+
+    def _config_of(self, name: str) -> ConnectorConfig:
+        spec = self.spec(name)
+        try:
+            return self._herder.parse(spec.config)
+        except ConfigError as exc:
+            raise BadRequest(str(exc)) from exc
