@@ -4,8 +4,9 @@
 serve the same document.  A sink's offsets live in its tables (see
 :mod:`tabletopic.offsets.source_offsets`), so they are read through pyiceberg with the
 connector's catalog settings.  Each partition's offset is where the connector resumes it by
-its tables alone (the rule in :mod:`tabletopic.offsets.resume`, with no consumer group asked): the
-REST API, which also reads the group's offsets, may give a higher one, never a lower one.
+its tables alone (the rule in :mod:`tabletopic.offsets.resume`, with no consumer group asked).  The
+REST API also reads the group's offsets, as the sink does, and may answer a higher offset where the
+group holds one: then the tables' round starts no longer count.
 """
 
 from __future__ import annotations
