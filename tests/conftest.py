@@ -10,7 +10,7 @@ import pytest
 from tabletopic.config.catalog_settings import POSTGRES_DRIVER
 from tabletopic.demo.broker import EmbeddedBroker
 from tabletopic.write.spark_session import SparkRuntime
-from tests.support import STARTED, Warehouse
+from tests.support import STARTED, TEST_JVM, Warehouse
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +29,8 @@ def bootstrap(broker: EmbeddedBroker) -> str:
 def spark() -> Iterator[SparkRuntime]:
     # With the S3 and catalog jars, and the PostgreSQL driver where installed: the lake tests read through it.
     drivers = [POSTGRES_DRIVER] if POSTGRES_DRIVER.exists() else []
-    runtime = SparkRuntime({"spark.master": "local[2]", "spark.driver.memory": "1g"}, lake=True, extra_jars=drivers)
+    runtime = SparkRuntime({"spark.master": "local[2]", "spark.driver.memory": "1g", **TEST_JVM}, lake=True,
+                           extra_jars=drivers)
     runtime.session  # noqa: B018 - start it once, up front
     yield runtime
     runtime.stop()
