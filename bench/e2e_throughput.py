@@ -249,8 +249,8 @@ class _Commits(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         event = record.msg if isinstance(record.msg, dict) else {}
-        if event.get("event") == "committed" and "barrier_seconds" in event:
-            self.latencies.append((time.monotonic(), float(event["barrier_seconds"])))
+        if event.get("event") == "committed" and "round_seconds" in event:
+            self.latencies.append((time.monotonic(), float(event["round_seconds"])))
 
 
 async def _hold(bootstrap: str, rate: int, window_s: float, worker: dict[str, str], spark: SparkRuntime,

@@ -47,6 +47,17 @@ def test_good_config_parses_with_the_connector_defaults() -> None:
     assert config.catalog_props == {"type": "hadoop", "warehouse": "file:///tmp/wh"}
 
 
+def test_an_earlier_key_name_is_read_as_the_new_one_with_a_warning() -> None:
+    config = parse_connector({**GOOD, "tabletopic.offsets.refresh-barriers": "3"}, WORKER)
+    assert config.offsets_refresh_rounds == 3
+    assert any("refresh-barriers is the earlier name of tabletopic.offsets.refresh-rounds" in w for w in config.warnings)
+    assert not any("unknown key" in w for w in config.warnings)
+    # The new name wins where both are given.
+    both = parse_connector({**GOOD, "tabletopic.offsets.refresh-barriers": "3",
+                            "tabletopic.offsets.refresh-rounds": "7"}, WORKER)
+    assert both.offsets_refresh_rounds == 7
+
+
 def test_missing_name() -> None:
     assert "name: is required" in problems(name=None)
 

@@ -135,13 +135,13 @@ def test_connectors_over_rest_create_reconfigure_pause_stop_reset_offsets_and_de
                rest.get(f"/connectors/{name}/status")["tasks"][0]["state"] == "PAUSED", 60, "PAUSED", daemon)
     # The task shows PAUSED once it takes no more records, and then commits what it took (everything was
     # in the table already here); two more rounds leave that commit, if any, behind the count below.
-    rounds = rest.metric("tabletopic_barriers_total", connector=name)
-    wait_until(lambda: rest.metric("tabletopic_barriers_total", connector=name) >= rounds + 2, 60,
+    rounds = rest.metric("tabletopic_rounds_total", connector=name)
+    wait_until(lambda: rest.metric("tabletopic_rounds_total", connector=name) >= rounds + 2, 60,
                "the pause's round done", daemon)
     snapshots = len(warehouse.snapshots(table))
     produce(bootstrap, topic, _records(3000, 3600))
-    rounds = rest.metric("tabletopic_barriers_total", connector=name)
-    wait_until(lambda: rest.metric("tabletopic_barriers_total", connector=name) >= rounds + 3, 60,
+    rounds = rest.metric("tabletopic_rounds_total", connector=name)
+    wait_until(lambda: rest.metric("tabletopic_rounds_total", connector=name) >= rounds + 3, 60,
                "three rounds while paused", daemon)
     assert len(warehouse.snapshots(table)) == snapshots and _count(warehouse, table) == 3000
     assert rest.call("PUT", f"/connectors/{name}/resume") == (202, None)

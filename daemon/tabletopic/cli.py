@@ -247,7 +247,9 @@ def _key_rows(keys: dict[str, Key]) -> list[str]:
             default = str(default).lower()
         allowed = f" One of: {', '.join(key.allowed)}." if key.allowed else ""
         required = " Required." if key.required else ""
-        rows.append(f"| `{key.name}` | {f'`{default}`' if default != '' else ''} | {key.doc}{allowed}{required} |")
+        earlier = f" Earlier name, still read: {', '.join(f'`{a}`' for a in key.aliases)}." if key.aliases else ""
+        rows.append(f"| `{key.name}` | {f'`{default}`' if default != '' else ''} | "
+                    f"{key.doc}{allowed}{required}{earlier} |")
     return rows
 
 

@@ -48,7 +48,7 @@ from tabletopic.write.write_result import WriteResult
 
 log = structlog.get_logger(__name__)
 
-# Group offsets only feed lag tools: never let an unreachable broker hold a barrier up.
+# Group offsets only feed lag tools: never let an unreachable broker hold a round up.
 _GROUP_COMMIT_TIMEOUT_S = 10.0
 GroupCommit = Callable[[dict[TopicPartition, int]], Awaitable[None]]
 GroupOffsets = Callable[[list[TopicPartition]], Awaitable[dict[TopicPartition, int]]]
@@ -67,7 +67,7 @@ class SinkTask:
             self.tables, TableCommitter(lambda: spark.jvm, config.name, config.group_id,
                                         lambda table: metrics.commit_retries.labels(table=table).inc(),
                                         lambda table: self.maintainer.commit_positions.committing(table)), metrics,
-            config.group_id, list(config.tables or []), config.offsets_refresh_barriers,
+            config.group_id, list(config.tables or []), config.offsets_refresh_rounds,
             config.commit_timeout_ms / 1000, config.commit_threads)
         self.maintainer = Maintainer(config.name, config.group_id, self.tables, config.maintenance, metrics,
                                      lambda: {*self.tables.known(), *(config.tables or [])},

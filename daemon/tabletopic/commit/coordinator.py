@@ -212,6 +212,7 @@ class Coordinator:
         async with self._lock:
             if not self.leader:
                 return
+            self._metrics.rounds.labels(reason=reason).inc()
             self._metrics.barriers.labels(reason=reason).inc()
             state = self._round = CommitState(str(uuid.uuid4()), self.epoch, self.partitions, self._clock(),
                                               self._timeout_s)

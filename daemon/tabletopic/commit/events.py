@@ -2,7 +2,7 @@
 
 Three messages cross the topic (the protocol is in ``docs/design/exactly-once.md``):
 
-* :class:`Start` - the coordinator opens a round of a barrier;
+* :class:`Start` - the coordinator opens a round;
 * :class:`Answer` - a worker's files per table, the offset ranges they cover and the
   floors their rows were cut against;
 * :class:`Verdict` - which answers the coordinator committed or rejected, and what each

@@ -44,14 +44,14 @@ class RoundOutcome:
 
 class TableCommits:
     def __init__(self, tables: IcebergTables, committer: TableCommitter, metrics: SinkMetrics, group_id: str,
-                 static_tables: list[str], refresh_barriers: int, timeout_s: float, threads: int) -> None:
+                 static_tables: list[str], refresh_rounds: int, timeout_s: float, threads: int) -> None:
         self._log = log.bind(connector=metrics.connector)
         self._tables = tables
         self._committer = committer
         self._metrics = metrics
         self._group_id = group_id
         self._static = static_tables
-        self._refresh_barriers = refresh_barriers
+        self._refresh_rounds = refresh_rounds
         self._timeout_s = timeout_s
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"commit-{metrics.connector}")
         self._offsets: dict[str, dict[TopicPartition, int]] = {}
@@ -104,7 +104,7 @@ class TableCommits:
         targets = set(by_table)
         for table, offsets in self._offsets.items():
             behind = any(tp in offsets and offsets[tp] < pos for tp, pos in positions.items())
-            if behind and self._rounds - self._last_commit.get(table, 0) >= self._refresh_barriers:
+            if behind and self._rounds - self._last_commit.get(table, 0) >= self._refresh_rounds:
                 targets.add(table)
         results = await asyncio.gather(*(self._commit_table(t, by_table.get(t), positions, starts, started, epoch)
                                          for t in sorted(targets)))
@@ -155,7 +155,7 @@ class TableCommits:
                        records=result.records, equality_deletes=result.equality_deletes,
                        position_deletes=result.position_deletes, positions_sought=result.positions_sought,
                        commit_seconds=round(result.seconds, 3),
-                       barrier_seconds=round(elapsed, 3), epoch=epoch)
+                       round_seconds=round(elapsed, 3), epoch=epoch)
         return result
 
     def _commit_sync(self, table: str, files: TableFiles | None, positions: dict[TopicPartition, int],

@@ -42,7 +42,7 @@ class CommitFenced(RuntimeError):
 
 
 class CommitFailed(RuntimeError):
-    """The commit did not happen (catalog or storage trouble); it is retried at the next barrier."""
+    """The commit did not happen (catalog or storage trouble); it is retried at the next round."""
 
 
 @dataclass

@@ -20,6 +20,7 @@ from tabletopic.config.definition import (
     KeyType,
     Parsed,
     Problem,
+    aliases,
     parse_keys,
     parse_value,
     prefixed,
@@ -147,14 +148,15 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
     Key("iceberg.hadoop-conf-dir", KeyType.STRING, None, "Accepted for compatibility; set HADOOP_CONF_DIR instead."),
     Key("tabletopic.buffer.flush-bytes", KeyType.LONG, 64 * 1024 * 1024,
         "When a table's buffered records exceed this many bytes they are written to data files before the "
-        "barrier (and committed at it), bounding the daemon's memory.", minimum=1024),
+        "round (and committed in it), bounding the daemon's memory.", minimum=1024),
     Key("tabletopic.buffer.max-bytes", KeyType.LONG, 512 * 1024 * 1024,
         "Arrow bytes of the rows held for all tables, buffered or being written, with the records fetched and "
         "not yet taken. Past it the connector pauses its partitions (no rebalance) and hands its rows to the "
         "coordinator for an early commit, and resumes once they are drained.", minimum=1024),
-    Key("tabletopic.offsets.refresh-barriers", KeyType.INT, 10,
+    Key("tabletopic.offsets.refresh-rounds", KeyType.INT, 10,
         "A table that gets no records still has its offsets committed (a snapshot without files) once this "
-        "many barriers have passed, which bounds the replay after a restart.", minimum=1),
+        "many rounds have passed, which bounds the replay after a restart.", minimum=1,
+        aliases=("tabletopic.offsets.refresh-barriers",)),
     Key("tabletopic.maintenance.enabled", KeyType.STRING, "auto",
         "Table maintenance by the connector's coordinator (equality deletes turned into position deletes, "
         "compaction folding deletes, snapshot expiry, "
@@ -193,7 +195,7 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "that no longer apply to any data file are dropped.", minimum=1),
     Key("tabletopic.maintenance.compaction.max-group-bytes", KeyType.LONG, 256 * 1024 * 1024,
         "Input bytes of one rewrite job. Each group commits on its own, so a shutdown loses at most one group's "
-        "work and a barrier waits behind at most one group's tasks.", minimum=1024 * 1024),
+        "work and a round waits behind at most one group's tasks.", minimum=1024 * 1024),
     Key("tabletopic.maintenance.snapshots.older-than-ms", KeyType.LONG, 3_600_000,
         "Expire snapshots older than this (AutoMQ's expire.snapshot.older.than.hours). The newest snapshot "
         "holding each connector's offsets is always kept.", minimum=0),
@@ -294,7 +296,7 @@ class ConnectorConfig:
     max_value_bytes: int
     buffer_flush_bytes: int
     buffer_max_bytes: int
-    offsets_refresh_barriers: int
+    offsets_refresh_rounds: int
     maintenance: MaintenanceSettings
     consumer_overrides: dict[str, str]
     producer_overrides: dict[str, str]
@@ -408,11 +410,14 @@ def _catalog_props(props: Mapping[str, str]) -> dict[str, str]:
     return catalog
 
 
+_ALIASES = aliases(CONNECTOR_KEYS)
+
+
 def _check_unknown(props: Mapping[str, str], out: Parsed) -> None:
     prefixes = (CATALOG_PREFIX, HADOOP_PREFIX, AUTO_CREATE_PREFIX, WRITE_PREFIX, KAFKA_PREFIX,
                 CONSUMER_OVERRIDE_PREFIX, PRODUCER_OVERRIDE_PREFIX)
     for key in props:
-        if key in CONNECTOR_KEYS or key.startswith(prefixes):
+        if key in CONNECTOR_KEYS or key in _ALIASES or key.startswith(prefixes):
             continue
         if key.startswith(TABLE_PREFIX):
             if key.rsplit(".", 1)[-1] not in TABLE_KEYS:
@@ -543,7 +548,7 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
         max_value_bytes=values["tabletopic.input.max-value-bytes"],
         buffer_flush_bytes=values["tabletopic.buffer.flush-bytes"],
         buffer_max_bytes=values["tabletopic.buffer.max-bytes"],
-        offsets_refresh_barriers=values["tabletopic.offsets.refresh-barriers"],
+        offsets_refresh_rounds=values["tabletopic.offsets.refresh-rounds"],
         maintenance=settings_from(values),
         consumer_overrides=overrides,
         producer_overrides=producer_overrides,

@@ -38,6 +38,7 @@ class Key:
     minimum: int | None = None
     validator: Callable[[Any], str | None] | None = None
     required: bool = False
+    aliases: tuple[str, ...] = ()  # earlier names, still read, with a warning that names this one
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,12 @@ def parse_keys(keys: Mapping[str, Key], props: Mapping[str, Any], out: Parsed) -
     for name, key in keys.items():
         if key.type is KeyType.PREFIX:
             continue
+        if name not in props:
+            for alias in key.aliases:
+                if alias in props:
+                    out.warnings.append(f"{alias} is the earlier name of {name}; it is read as {name}")
+                    props = {**props, name: props[alias]}
+                    break
         if name in props and props[name] is not None and str(props[name]) != "":
             value = parse_value(key, props[name], out)
             if key.validator is not None and value is not None:
@@ -127,6 +134,11 @@ def parse_keys(keys: Mapping[str, Key], props: Mapping[str, Any], out: Parsed) -
             if key.required:
                 out.problems.append(Problem(name, None, f"is required: {key.doc}"))
             out.values[name] = key.default
+
+
+def aliases(keys: Mapping[str, Key]) -> set[str]:
+    """Every earlier name of a key of ``keys``: known, so never reported as unknown."""
+    return {alias for key in keys.values() for alias in key.aliases}
 
 
 def prefixed(props: Mapping[str, Any], prefix: str) -> dict[str, str]:

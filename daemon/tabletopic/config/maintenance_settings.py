@@ -21,7 +21,7 @@ class MaintenanceSettings:
     min_input_files: int  # small data files in one partition that make it worth compacting
     cheap_rewrite_bytes: int  # up to this many bytes (TableStats.paired_small_bytes), two small files are worth it
     delete_files: int  # delete files that make the table worth compacting
-    max_group_bytes: int  # one rewrite job's input: what a barrier may wait behind
+    max_group_bytes: int  # one rewrite job's input: what a round may wait behind
     snapshot_age_s: float
     retain_last: int
     orphan_age_s: float

@@ -234,7 +234,7 @@ class ConnectorRuntime:
                 raise _FinalCommitFailed("the connector's commit protocol failed")
             if self._spark.jvm_exit() is not None:
                 raise _FinalCommitFailed("the Spark driver JVM is gone")
-            await asyncio.wait_for(self._final_barrier(parts, timeout_s * 0.9), timeout_s)
+            await asyncio.wait_for(self._final_round(parts, timeout_s * 0.9), timeout_s)
         except asyncio.TimeoutError:
             self.log.error("final commit did not finish in task.shutdown.graceful.timeout.ms; "
                            "uncommitted records will be re-read on restart")
@@ -252,7 +252,7 @@ class ConnectorRuntime:
         await parts.task.stop()
         return self.exit_code
 
-    async def _final_barrier(self, parts: _Parts, timeout_s: float) -> None:
+    async def _final_round(self, parts: _Parts, timeout_s: float) -> None:
         await parts.task.writer.wait_for_flushes()
         if not await parts.member.flush("shutdown", timeout_s):
             raise _FinalCommitFailed(parts.task.last_error or parts.member.coordinator.last_error

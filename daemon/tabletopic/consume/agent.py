@@ -4,7 +4,7 @@ The Faust app is this connector's consumer group member.  Faust's own offset
 commits are switched off (the topic is declared with ``acks=False``, so Faust
 never records an acked offset): the sink commits group offsets itself, after
 the tables.  On assignment the app seeks every new partition to the position
-the tables give; on revocation it waits for the sink's commit barrier.
+the tables give; on revocation it waits for the sink's commit round.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ class FaustConsumer:
                 self._subscribe(found)
 
     async def drain(self) -> None:
-        """Stop handing records to the sink (the final barrier follows)."""
+        """Stop handing records to the sink (the final round follows)."""
         self._draining = True
         self._running.set()  # a paused agent wakes up, to skip what is left
 

@@ -58,12 +58,15 @@ class _Families:
                                         "Catalog, storage or Schema Registry failures while converting records or "
                                         "opening, creating or evolving a table (the records are read again, never "
                                         "dead-lettered)")
-        self.barriers = counter("tabletopic_barriers", "Commit barriers run", ["reason"])
+        self.rounds = counter("tabletopic_rounds", "Commit rounds run", ["reason"])
+        # The earlier name of tabletopic_rounds_total, kept for dashboards and alerts that use it.
+        self.barriers = counter("tabletopic_barriers", "Commit rounds run (the earlier name of tabletopic_rounds)",
+                                ["reason"])
         self.failed_records = counter("tabletopic_failed_records", "Records that failed a stage", ["stage"])
         self.dead_letter_records = counter("tabletopic_dead_letter_records",
                                            "Records sent to the dead-letter topic")
         self.commit_seconds = histogram("tabletopic_commit_latency_seconds",
-                                        "From the commit barrier to the committed snapshot", ["table"])
+                                        "From the start of the commit round to the committed snapshot", ["table"])
         self.write_seconds = histogram("tabletopic_spark_write_seconds", "Spark job writing one table's files",
                                        ["table"])
         self.last_commit = gauge("tabletopic_last_commit_timestamp_seconds",
@@ -80,7 +83,7 @@ class _Families:
             "Seconds since a round last committed (coordinator) or this worker's answer got a verdict, once "
             "over the stall bound; 0 otherwise")
         self.answers_rejected = counter("tabletopic_answers_rejected",
-                                        "This worker's barrier answers the coordinator rejected (re-read)")
+                                        "This worker's answers to rounds that the coordinator rejected (re-read)")
         self.lag = gauge("tabletopic_consumer_lag_records",
                          "Fetch highwater minus the next offset to process", ["topic", "partition"])
         self.committed_lag = gauge("tabletopic_committed_lag_records",

@@ -2,7 +2,7 @@
 
 Rows cross to the JVM as Arrow (no pandas) and are written by tabletopic's
 compiled ``SinkWriter`` through Iceberg's Parquet writers.  Nothing is
-committed here: the returned files wait for the commit barrier.
+committed here: the returned files wait for the commit round.
 """
 
 from __future__ import annotations

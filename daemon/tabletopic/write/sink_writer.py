@@ -168,12 +168,12 @@ class SinkWriter:
         return sum(b.records for b in self.buffers.values())
 
     def maybe_flush(self) -> None:
-        """Write a table's rows to files early when its buffer is large (they commit at the barrier)."""
+        """Write a table's rows to files early when its buffer is large (they commit in the next round)."""
         for name, buffer in self.buffers.items():
             if self._tables.get(name).keyed:
-                # A keyed table's changes are reduced per barrier (last change per key wins), and
+                # A keyed table's changes are reduced per round (last change per key wins), and
                 # deletes in one snapshot do not see rows added in it: its files are all written
-                # at the barrier. tabletopic.buffer.max-bytes still bounds its memory.
+                # in the round. tabletopic.buffer.max-bytes still bounds its memory.
                 continue
             if buffer.nbytes >= self._flush_bytes and not any(t.get_name() == name for t in self._flushes):
                 task = asyncio.get_running_loop().create_task(self._flush(name), name=name)
@@ -196,9 +196,9 @@ class SinkWriter:
             except Exception as exc:
                 if resets != self._resets:
                     return  # those rows were dropped meanwhile, and are read again
-                # Those rows left the buffer but reached no file: the next barrier must not commit
+                # Those rows left the buffer but reached no file: the next round must not commit
                 # positions past them. It fails, and the partitions are read again from the tables.
-                log.error("writing files early failed; the next barrier re-reads from the tables",
+                log.error("writing files early failed; the next round re-reads from the tables",
                           table=name, error=str(exc))
                 self._flush_error = exc
 

@@ -1,4 +1,4 @@
-"""Reduce one barrier's changes to a keyed table into what the snapshot must hold.
+"""Reduce one round's changes to a keyed table into what the snapshot must hold.
 
 The last change per key wins (rows arrive in offset order within a partition).  Every key
 touched goes into the equality-delete file, so the row it had before this snapshot goes;
