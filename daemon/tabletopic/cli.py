@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tabletopic import __version__, exit_codes
-from tabletopic.config.connector import CONNECTOR_KEYS, ConnectorConfig, parse_connector
+from tabletopic.config.connector import ConnectorConfig, parse_connector
+from tabletopic.config.connector_keys import CONNECTOR_KEYS
 from tabletopic.config.definition import ConfigError, Key, KeyType, Problem
 from tabletopic.config.files import load_config_file
 from tabletopic.config.worker import WORKER_KEYS, WorkerConfig, parse_worker

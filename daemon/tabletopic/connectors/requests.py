@@ -13,7 +13,8 @@ from typing import Any
 
 import structlog
 
-from tabletopic.config.connector import CONNECTOR_CLASSES, ConnectorConfig
+from tabletopic.config.connector import ConnectorConfig
+from tabletopic.config.connector_keys import CONNECTOR_CLASSES
 from tabletopic.config.definition import ConfigError, Problem
 from tabletopic.config.files import as_text
 from tabletopic.connectors.config_store import ConnectorSpec, RestartRequest, TargetState

@@ -16,7 +16,8 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from tabletopic.config.connector import CONVERTER_GROUP, PluginSpec, available_plugins
+from tabletopic.config.connector_keys import CONVERTER_GROUP
+from tabletopic.config.plugin_specs import PluginSpec, available_plugins
 
 
 @dataclass

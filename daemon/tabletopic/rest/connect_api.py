@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from tabletopic import __version__
-from tabletopic.config.connector import CONNECTOR_CLASSES, CONNECTOR_KEYS, CONVERTER_GROUP, TRANSFORM_GROUP
+from tabletopic.config.connector_keys import CONNECTOR_CLASSES, CONNECTOR_KEYS, CONVERTER_GROUP, TRANSFORM_GROUP
 from tabletopic.config.files import as_text
 from tabletopic.connectors.config_store import TargetState
 from tabletopic.connectors.refusals import AlreadyExists, BadRequest, HerderError, NotFound, NotReady

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from tabletopic.config.connector import TRANSFORM_GROUP, PluginSpec, available_plugins
+from tabletopic.config.connector_keys import TRANSFORM_GROUP
+from tabletopic.config.plugin_specs import PluginSpec, available_plugins
 from tabletopic.convert.records import SinkRecords
 from tabletopic.isolation import RECORD_ERRORS
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tabletopic.config.connector import CONNECTOR_KEYS
+from tabletopic.config.connector_keys import CONNECTOR_KEYS
 from tabletopic.config.definition import Problem
 from tabletopic.connectors.refusals import BadRequest
 from tabletopic.connectors.status_board import TaskStatus

@@ -1,0 +1,213 @@
+"""Every key of a connector configuration: its name, type, default and documentation, in one table.
+
+A connector file written for ``org.apache.iceberg.connect.IcebergSinkConnector`` works as it is; keys
+that only tabletopic has live under ``tabletopic.``.  The key reference (docs/configuration.md) is
+generated from this table.
+"""
+
+from __future__ import annotations
+
+from tabletopic.config.definition import Key, KeyType
+from tabletopic.config.input_limits import DEFAULT_MAX_VALUE_BYTES
+from tabletopic.config.partition_by import parse_partition_by
+
+CONNECTOR_CLASSES = (
+    "org.apache.iceberg.connect.IcebergSinkConnector",
+    "io.tabular.iceberg.connect.IcebergSinkConnector",
+    "tabletopic.IcebergSinkConnector",
+)
+CATALOG_PREFIX = "iceberg.catalog."
+HADOOP_PREFIX = "iceberg.hadoop."
+TABLE_PREFIX = "iceberg.table."
+AUTO_CREATE_PREFIX = "iceberg.tables.auto-create-props."
+WRITE_PREFIX = "iceberg.tables.write-props."
+KAFKA_PREFIX = "iceberg.kafka."
+CONSUMER_OVERRIDE_PREFIX = "consumer.override."
+PRODUCER_OVERRIDE_PREFIX = "producer.override."
+TABLE_KEYS = ("route-regex", "id-columns", "partition-by", "commit-branch", "upsert-mode-enabled", "cdc-field")
+CONVERTER_GROUP = "tabletopic.converters"
+# Converters that read schema ids: they need schema.registry.url, or the worker's built-in registry.
+REGISTRY_CONVERTERS = {"io.confluent.connect.avro.AvroConverter", "io.confluent.connect.protobuf.ProtobufConverter",
+                       "io.confluent.connect.json.JsonSchemaConverter"}
+TRANSFORM_GROUP = "tabletopic.transforms"
+
+
+def partition_by_problem(value: str) -> str | None:
+    try:
+        parse_partition_by(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _keys(*keys: Key) -> dict[str, Key]:
+    return {k.name: k for k in keys}
+
+
+CONNECTOR_KEYS: dict[str, Key] = _keys(
+    Key("name", KeyType.STRING, None, "Unique connector name; also names the consumer group (connect-<name>).",
+        required=True),
+    Key("connector.class", KeyType.STRING, CONNECTOR_CLASSES[0],
+        "Accepted for compatibility; must name an Iceberg sink connector class.", allowed=CONNECTOR_CLASSES),
+    Key("tasks.max", KeyType.INT, 1, "Accepted for compatibility. Parallelism comes from partitions and daemons.",
+        minimum=1),
+    Key("topics", KeyType.LIST, None, "Comma-separated topics to consume. Set this or topics.regex."),
+    Key("topics.regex", KeyType.REGEX, None, "Regular expression of topics to consume. Set this or topics."),
+    Key("key.converter", KeyType.STRING, None, "Converter class for record keys; defaults to the worker's."),
+    Key("value.converter", KeyType.STRING, None, "Converter class for record values; defaults to the worker's."),
+    Key("transforms", KeyType.LIST, [], "Comma-separated aliases of single message transforms, applied in order; "
+        "each is configured by transforms.<alias>.type and transforms.<alias>.*."),
+    Key("errors.tolerance", KeyType.STRING, "none",
+        "none: a record that cannot be converted, transformed or routed stops the connector before its offset "
+        "is committed. all: such records are skipped (and sent to the dead-letter topic if one is set).",
+        allowed=("none", "all")),
+    Key("errors.deadletterqueue.topic.name", KeyType.STRING, None,
+        "Topic that receives records failed under errors.tolerance=all, unchanged."),
+    Key("errors.deadletterqueue.context.headers.enable", KeyType.BOOLEAN, False,
+        "Add __connect.errors.* headers naming the failure to dead-letter records."),
+    Key("errors.log.enable", KeyType.BOOLEAN, False, "Log each failed record's topic, partition and offset."),
+    Key("errors.log.include.messages", KeyType.BOOLEAN, False, "Include the failed record's key and value in the log."),
+    Key("tabletopic.input.max-value-bytes", KeyType.LONG, DEFAULT_MAX_VALUE_BYTES,
+        "A record whose key or value is larger than this fails (errors.tolerance: stopped, or skipped and "
+        "dead-lettered) before any converter parses it. JSON values are also bounded in depth, by the "
+        "converter's max.nesting.depth (value.converter.max.nesting.depth, default 1000, as Jackson bounds "
+        "Connect's JsonConverter).", minimum=1024),
+    Key("iceberg.tables", KeyType.LIST, None, "Comma-separated destination tables (namespace.table)."),
+    Key("iceberg.tables.dynamic-enabled", KeyType.BOOLEAN, False,
+        "Route each record to the table named by its iceberg.tables.route-field value."),
+    Key("tabletopic.table-topic.enabled", KeyType.BOOLEAN, False,
+        "Table Topic mode (as AutoMQ's automq.table.topic.enable): every topic that topics or topics.regex "
+        "matches is written to its own table, named after the topic in tabletopic.table-topic.namespace "
+        "(lower-cased; characters other than letters, digits and _ become _). Tables are created and "
+        "evolved from the records; iceberg.table.<namespace>.<table>.* set each one's id columns and "
+        "partitioning. Not with iceberg.tables or routing."),
+    Key("tabletopic.table-topic.namespace", KeyType.STRING, "default",
+        "Namespace of Table Topic mode's tables (as AutoMQ's automq.table.topic.namespace)."),
+    Key("iceberg.tables.route-field", KeyType.STRING, None,
+        "Record field used for routing: the table name (dynamic) or the value matched by "
+        "iceberg.table.<t>.route-regex (static). Dots reach into structs."),
+    Key("iceberg.tables.default-id-columns", KeyType.STRING, None,
+        "Default identifier columns, comma-separated (upsert keys; set as the table's identifier fields)."),
+    Key("iceberg.tables.default-partition-by", KeyType.STRING, None,
+        "Default partition spec of auto-created tables, e.g. day(ts),bucket(id, 16).",
+        validator=partition_by_problem),
+    Key("iceberg.tables.default-commit-branch", KeyType.STRING, None, "Default branch to commit to (main if unset)."),
+    Key("iceberg.tables.auto-create-enabled", KeyType.BOOLEAN, False,
+        "Create missing tables (format v2) with the schema of the first records routed to them."),
+    Key("iceberg.tables.evolve-schema-enabled", KeyType.BOOLEAN, False,
+        "Add new record fields to the table schema and widen types in place."),
+    Key("iceberg.tables.schema-force-optional", KeyType.BOOLEAN, False,
+        "Make every column optional when creating or evolving tables."),
+    Key("iceberg.tables.schema-case-insensitive", KeyType.BOOLEAN, False,
+        "Match record fields to table columns ignoring case."),
+    Key("iceberg.tables.upsert-mode-enabled", KeyType.BOOLEAN, False,
+        "Upsert on the id columns: each record replaces the row with its key."),
+    Key("iceberg.tables.cdc-field", KeyType.STRING, None,
+        "Record field holding the change operation (I/U/D, or Debezium's c/r/u/d)."),
+    Key("iceberg.control.topic", KeyType.STRING, "control-iceberg",
+        "Control topic shared by the workers and the coordinator of this connector."),
+    Key("iceberg.control.group-id-prefix", KeyType.STRING, "cg-control-",
+        "Accepted for compatibility; members read the control topic without a consumer group."),
+    Key("iceberg.control.commit.interval-ms", KeyType.INT, 300_000,
+        "Time between commit rounds, from the start of one to the next: each round makes one snapshot per "
+        "table that has new data.", minimum=1),
+    Key("iceberg.control.commit.timeout-ms", KeyType.INT, 30_000,
+        "How long the coordinator waits for every partition's answer; it then commits what arrived, and "
+        "late answers wait for the next round. Also bounds one table commit.", minimum=1),
+    Key("iceberg.control.commit.threads", KeyType.INT, 2, "Tables committed in parallel in a round.", minimum=1),
+    Key("tabletopic.commit.stall-intervals", KeyType.INT, 3,
+        "/ready answers 503 (and tabletopic_commit_stalled_seconds rises) once no round has committed, or this "
+        "worker's answer has had no verdict, for this many intervals plus the commit timeout.", minimum=1),
+    Key("tabletopic.catalog.max-consecutive-failures", KeyType.INT, 10,
+        "A catalog or storage failure while opening, creating or evolving a table, or a Schema Registry that "
+        "does not answer, is retried with backoff "
+        "(1 s doubling to 30 s); records are read again, never dead-lettered. After this many failures in a "
+        "row the connector stops (exit 1) so that a supervisor restarts it.", minimum=1),
+    Key("iceberg.catalog", KeyType.STRING, "iceberg", "Name of the Iceberg catalog (the Spark catalog name)."),
+    Key("iceberg.connect.group-id", KeyType.STRING, None, "Consumer group of the source topics (connect-<name>)."),
+    Key("iceberg.hadoop-conf-dir", KeyType.STRING, None, "Accepted for compatibility; set HADOOP_CONF_DIR instead."),
+    Key("tabletopic.buffer.flush-bytes", KeyType.LONG, 64 * 1024 * 1024,
+        "When a table's buffered records exceed this many bytes they are written to data files before the "
+        "round (and committed in it), bounding the daemon's memory.", minimum=1024),
+    Key("tabletopic.buffer.max-bytes", KeyType.LONG, 512 * 1024 * 1024,
+        "Arrow bytes of the rows held for all tables, buffered or being written, with the records fetched and "
+        "not yet taken. Past it the connector pauses its partitions (no rebalance) and hands its rows to the "
+        "coordinator for an early commit, and resumes once they are drained.", minimum=1024),
+    Key("tabletopic.offsets.refresh-rounds", KeyType.INT, 10,
+        "A table that gets no records still has its offsets committed (a snapshot without files) once this "
+        "many rounds have passed, which bounds the replay after a restart.", minimum=1,
+        aliases=("tabletopic.offsets.refresh-barriers",)),
+    Key("tabletopic.maintenance.enabled", KeyType.STRING, "auto",
+        "Table maintenance by the connector's coordinator (equality deletes turned into position deletes, "
+        "compaction folding deletes, snapshot expiry, "
+        "orphan removal, manifest rewrite): auto runs it when upsert or CDC is on, true always, false never.",
+        allowed=("auto", "true", "false")),
+    Key("tabletopic.maintenance.interval-ms", KeyType.LONG, 600_000,
+        "How often each table is looked at; a look reads only metadata, and acts when a trigger below is met.",
+        minimum=0),
+    Key("tabletopic.maintenance.equality-deletes.convert", KeyType.STRING, "commit",
+        "Turn the table's equality deletes into position deletes: only the key columns of the data files they "
+        "apply to are read, no data file is rewritten, and readers then skip deleted rows by position instead of "
+        "comparing every row with every key. commit: each commit carries position deletes in place of its "
+        "equality deletes, found in the table as it is then (while the data files whose key bounds may hold "
+        "a deleted key hold at most equality-deletes.commit-max-rows rows, and not while maintenance compacts "
+        "it), so readers never meet them; the next round converts what is left. look: at each look, after "
+        "compaction; round: after every commit round too (each conversion reads the key columns of the data "
+        "files the new deletes apply to, which in a table keyed across partitions is all of them); off: "
+        "equality deletes stay until compaction folds them.",
+        allowed=("commit", "look", "round", "off")),
+    Key("tabletopic.maintenance.equality-deletes.commit-max-rows", KeyType.LONG, 5_000_000,
+        "With equality-deletes.convert=commit, the most rows a commit reads to find the rows its deletes remove: "
+        "it reads the key columns of the data files whose key bounds may hold a deleted key, on the commit's "
+        "path, about 0.1 s per 200,000 rows on one core. When those files hold more, the commit carries "
+        "equality deletes, which the next round converts.", minimum=0),
+    Key("tabletopic.maintenance.compaction.min-input-files", KeyType.INT, 10,
+        "Compact a partition once it holds this many data files smaller than the target file size "
+        "(write.target-file-size-bytes).", minimum=2),
+    Key("tabletopic.maintenance.compaction.cheap-rewrite-bytes", KeyType.LONG, 64 * 1024 * 1024,
+        "Compact every partition holding two or more small data files, whatever min-input-files says, while "
+        "those files hold at most this many bytes in all: rewriting that little costs less than every reader "
+        "opening each file. A small table then keeps one data file per partition after each look. Each such "
+        "look spends a few seconds of Spark on the table however small it is (3 to 5 s for 10 MiB on two "
+        "cores), so a connector with hundreds of small tables may want it lower. 0 turns it off.", minimum=0),
+    Key("tabletopic.maintenance.compaction.delete-files", KeyType.INT, 8,
+        "Compact once this many delete files apply to a data file: the rewrite applies them, and delete files "
+        "that no longer apply to any data file are dropped.", minimum=1),
+    Key("tabletopic.maintenance.compaction.max-group-bytes", KeyType.LONG, 256 * 1024 * 1024,
+        "Input bytes of one rewrite job. Each group commits on its own, so a shutdown loses at most one group's "
+        "work and a round waits behind at most one group's tasks.", minimum=1024 * 1024),
+    Key("tabletopic.maintenance.snapshots.older-than-ms", KeyType.LONG, 3_600_000,
+        "Expire snapshots older than this (AutoMQ's expire.snapshot.older.than.hours). The newest snapshot "
+        "holding each connector's offsets is always kept.", minimum=0),
+    Key("tabletopic.maintenance.snapshots.retain-last", KeyType.INT, 10,
+        "Snapshots always kept, however old (AutoMQ's expire.snapshot.retain.last).", minimum=1),
+    Key("tabletopic.maintenance.orphans.older-than-ms", KeyType.LONG, 3 * 86_400_000,
+        "Remove files that no snapshot references once they are this old. Written files that wait for their "
+        "commit longer than half of this are never committed (their records are read again), so a file on its "
+        "way to a snapshot is never removed.", minimum=3_600_000),
+    Key("tabletopic.maintenance.orphans.interval-ms", KeyType.LONG, 86_400_000,
+        "How often orphan removal lists the table's storage (the costliest step).", minimum=0),
+    Key("tabletopic.maintenance.manifests.max-count", KeyType.INT, 50,
+        "Rewrite the manifests once the current snapshot has more than this many.", minimum=2),
+    Key(CATALOG_PREFIX + "*", KeyType.PREFIX, None,
+        "Catalog properties passed to Iceberg (type or catalog-impl, warehouse, uri, io-impl, ...). "
+        "Default: type=hadoop with warehouse=file://<working dir>/warehouse."),
+    Key(TABLE_PREFIX + "<table>.route-regex", KeyType.PREFIX, None,
+        "Static routing: records whose route field matches go to <table>."),
+    Key(TABLE_PREFIX + "<table>.id-columns", KeyType.PREFIX, None, "Identifier columns of <table>."),
+    Key(TABLE_PREFIX + "<table>.partition-by", KeyType.PREFIX, None, "Partition spec of <table> when auto-created."),
+    Key(TABLE_PREFIX + "<table>.commit-branch", KeyType.PREFIX, None, "Branch <table> is committed to."),
+    Key(TABLE_PREFIX + "<table>.upsert-mode-enabled", KeyType.PREFIX, None,
+        "Upsert mode for <table> alone (true or false); iceberg.tables.upsert-mode-enabled otherwise."),
+    Key(TABLE_PREFIX + "<table>.cdc-field", KeyType.PREFIX, None,
+        "The change operation's field for <table> alone; iceberg.tables.cdc-field otherwise. An empty value "
+        "turns CDC off for <table>."),
+    Key(AUTO_CREATE_PREFIX + "*", KeyType.PREFIX, None, "Table properties set on auto-created tables."),
+    Key(WRITE_PREFIX + "*", KeyType.PREFIX, None, "Write properties (e.g. write.parquet.compression-codec)."),
+    Key(HADOOP_PREFIX + "*", KeyType.PREFIX, None, "Hadoop configuration for the catalog (hadoop.* catalog props)."),
+    Key(KAFKA_PREFIX + "*", KeyType.PREFIX, None, "Consumer properties for this connector, as consumer.override.*."),
+    Key(CONSUMER_OVERRIDE_PREFIX + "*", KeyType.PREFIX, None,
+        "This connector's consumer properties; they win over the worker's (security.*, ssl.*, sasl.* included)."),
+    Key(PRODUCER_OVERRIDE_PREFIX + "*", KeyType.PREFIX, None,
+        "This connector's producer properties (dead-letter and control topics); they win over the worker's."),
+)
