@@ -7,11 +7,13 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tabletopic import sink_task
 from tabletopic.commit.table_committer import CommitFailed, CommitResult, TableCommitter
 from tabletopic.offsets.source_offsets import Recorded, offsets_key, round_start_key
 from tabletopic.sink_task import SinkTask
@@ -188,7 +190,7 @@ def test_a_round_cut_between_its_two_tables_loses_no_row_of_the_second(
         "value.converter.schemas.enable": "false", "iceberg.tables.route-field": "kind",
         f"iceberg.table.{tables['web']}.route-regex": "web", f"iceberg.table.{tables['app']}.route-regex": "app",
         "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1500"})
-    real_commit, real_read, real_ingest = TableCommitter.commit, SinkTask._read_table, SinkTask.ingest
+    real_commit, real_reader, real_ingest = TableCommitter.commit, sink_task.table_reader, SinkTask.ingest
     cut, arrived, more_sent = threading.Event(), threading.Event(), threading.Event()
 
     def commit(self: TableCommitter, handle: Any, files: Any, *args: Any, **kwargs: Any) -> CommitResult:
@@ -197,15 +199,19 @@ def test_a_round_cut_between_its_two_tables_loses_no_row_of_the_second(
             raise CommitFailed("injected: the daemon died before this table's snapshot")
         return real_commit(self, handle, files, *args, **kwargs)
 
-    def read_table(self: SinkTask, table: str) -> Recorded:
-        if cut.is_set() and not more_sent.is_set() and threading.current_thread() is not threading.main_thread():
-            # The worker reads its positions again after the rejected round (in a thread, unlike a
-            # first floor read): new records reach it meanwhile, before any seek, and must not be
-            # taken from where the consumer stands.
-            more_sent.set()
-            produce(bootstrap, topic, records(range(600, 660)))
-            arrived.wait(60)
-        return real_read(self, table)
+    def table_reader(tables_: Any, group_id: str) -> Callable[[str], Recorded]:
+        real_read = real_reader(tables_, group_id)
+
+        def read_table(table: str) -> Recorded:
+            if cut.is_set() and not more_sent.is_set() and threading.current_thread() is not threading.main_thread():
+                # The worker reads its positions again after the rejected round (in a thread, unlike a
+                # first floor read): new records reach it meanwhile, before any seek, and must not be
+                # taken from where the consumer stands.
+                more_sent.set()
+                produce(bootstrap, topic, records(range(600, 660)))
+                arrived.wait(60)
+            return real_read(table)
+        return read_table
 
     async def ingest(self: SinkTask, raw: Any) -> None:
         if raw.next_offset > 300:  # 600 records over two partitions: only the later ones go past
@@ -213,7 +219,7 @@ def test_a_round_cut_between_its_two_tables_loses_no_row_of_the_second(
         await real_ingest(self, raw)
 
     monkeypatch.setattr(TableCommitter, "commit", commit)
-    monkeypatch.setattr(SinkTask, "_read_table", read_table)
+    monkeypatch.setattr(sink_task, "table_reader", table_reader)
     monkeypatch.setattr(SinkTask, "ingest", ingest)
 
     def done(daemon: Any) -> bool:

@@ -13,7 +13,6 @@ source of truth, see :meth:`on_assigned`).
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -30,9 +29,8 @@ from tabletopic.isolation import SystemUnavailable, apply_isolating
 from tabletopic.kafka_clients import KafkaClients
 from tabletopic.maintain.maintainer import Maintainer
 from tabletopic.observe.metrics import SinkMetrics
-from tabletopic.offsets.java_sink import check_takeover, java_sink_commit
-from tabletopic.offsets.source_offsets import Recorded, read_recorded, tables_recording
 from tabletopic.staging import Staging, payload_sizes
+from tabletopic.start_positions import GroupOffsets, StartPositions, table_reader
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.file_writer import FileWriter
 from tabletopic.write.iceberg_tables import (
@@ -51,7 +49,6 @@ log = structlog.get_logger(__name__)
 # Group offsets only feed lag tools: never let an unreachable broker hold a round up.
 _GROUP_COMMIT_TIMEOUT_S = 10.0
 GroupCommit = Callable[[dict[TopicPartition, int]], Awaitable[None]]
-GroupOffsets = Callable[[list[TopicPartition]], Awaitable[dict[TopicPartition, int]]]
 T = TypeVar("T")
 
 
@@ -72,33 +69,30 @@ class SinkTask:
         self.maintainer = Maintainer(config.name, config.group_id, self.tables, config.maintenance, metrics,
                                      lambda: {*self.tables.known(), *(config.tables or [])},
                                      enabled=lambda table: config.maintenance.enabled_for(config.table(table).keyed))
-        self.ledger = PartitionLedger(self._read_recorded)
+        read_table = table_reader(self.tables, config.group_id)
+        self.ledger = PartitionLedger(lambda table: read_table(table).offsets)
         self.writer = SinkWriter(self.tables, FileWriter(spark, config.write_props, metrics), metrics,
                                  config.buffer_flush_bytes, config.case_insensitive, self.ledger, config.evolve_schema)
+        self.starts = StartPositions(config, self.tables, self.ledger, self.writer, read_table, self._read_tables,
+                                     self.log)
         self.failed = FailedRecords(config, metrics, clients)
         self.assigned: set[TopicPartition] = set()
         self.active_topics: set[str] = set()  # topics records came from: Connect's GET /connectors/{c}/topics
         self._write_lock = asyncio.Lock()
-        # Partitions whose start is being read from the tables (by how many readings), and the event
-        # set once none is.
-        self._deciding: Counter[TopicPartition] = Counter()
-        self._decided = asyncio.Event()
-        self._decided.set()
         self._group_commit: GroupCommit | None = None
-        self._group_offsets: GroupOffsets | None = None
         self._reseek: Callable[[], Awaitable[None]] | None = None
         self._seek: Callable[[TopicPartition, int], None] | None = None
         self._waiting_bytes: Callable[[], int] = lambda: 0
         self._system_failures = 0  # in a row; reset by a batch staged without one
         self.system_error: str | None = None
         self.last_error: str | None = None  # why this worker's last answer was lost; cleared by a commit
-        self._catalog_scanned = False
 
     def bind_consumer(self, group_commit: GroupCommit, group_offsets: GroupOffsets,
                       reseek: Callable[[], Awaitable[None]],
                       seek: Callable[[TopicPartition, int], None] | None = None,
                       waiting_bytes: Callable[[], int] = lambda: 0) -> None:
-        self._group_commit, self._group_offsets, self._reseek = group_commit, group_offsets, reseek
+        self._group_commit, self._reseek = group_commit, reseek
+        self.starts.group_offsets = group_offsets
         self._seek = seek
         self._waiting_bytes = waiting_bytes
 
@@ -110,14 +104,6 @@ class SinkTask:
         self.table_commits.close()
         self.maintainer.close()
         self.tables.close()
-
-    def _read_recorded(self, table: str) -> dict[TopicPartition, int]:
-        return self._read_table(table).offsets
-
-    def _read_table(self, table: str) -> Recorded:
-        handle = self.tables.get(table)
-        handle.java.refresh()
-        return read_recorded(handle.java, handle.branch, self.config.group_id)
 
     # -- ingest -----------------------------------------------------------------------------------
     async def ingest(self, raw: RawRecords) -> None:
@@ -166,15 +152,8 @@ class SinkTask:
         self.writer.maybe_flush()
 
     async def _still_continues(self, tp: TopicPartition, position: int | None) -> bool:
-        """Whether records judged against ``position`` may still be taken, once no start is being decided.
-
-        While the tables are read for a partition's start (an assignment, or after a rejected
-        answer) its position is unknown, and records fetched meanwhile were judged against none:
-        they may begin past that start, and taking them would skip the rows in between. They wait
-        for the decision; if it moved the position, the seek brings them again.
-        """
-        while tp in self._deciding:
-            await self._decided.wait()
+        """Whether records judged against ``position`` may still be taken, once no start is being decided."""
+        await self.starts.undecided(tp)
         return tp in self.assigned and self.ledger.position(tp) == position
 
     async def _read_tables(self, read: Callable[[], T]) -> T:
@@ -298,51 +277,8 @@ class SinkTask:
             raise
 
     async def seek_positions(self, tps: set[TopicPartition]) -> dict[TopicPartition, int]:
-        """Read the tables' offsets for ``tps`` and decide where each must be read from (see
-        :meth:`_decide_positions`); records of ``tps`` that arrive meanwhile wait for the decision."""
-        self._deciding.update(tps)
-        self._decided.clear()
-        try:
-            return await self._decide_positions(tps)
-        finally:
-            self._deciding.subtract(tps)
-            self._deciding = +self._deciding  # two decisions may overlap: a partition waits for both
-            if not self._deciding:
-                self._decided.set()
-
-    async def _decide_positions(self, tps: set[TopicPartition]) -> dict[TopicPartition, int]:
-        """Where each partition of ``tps`` must be read from, by what the tables record.
-
-        Records fetched meanwhile wait for the decision, so a partition has a position here only
-        if it kept one from before.  It is sought only if that lies below the start, so delivery
-        order never goes backwards past an accepted record; buffered rows below the tables'
-        floors are dropped instead.
-        """
-        known = await self._read_tables(self._known_tables)
-        by_table = await self._read_tables(lambda: {t: self._read_table(t) for t in known})
-        floors = {t: r.offsets for t, r in by_table.items()}
-        group = await self._group_offsets(sorted(tps)) if self._group_offsets else {}
-        java = await self._read_tables(lambda: self._java_sink_commits([t for t in known if not floors.get(t)]))
-        check_takeover(java, self.config.group_id, tps, group)
-        if java:
-            self.log.info("going on where the Iceberg Kafka Connect sink stopped, from the consumer group's offsets",
-                          tables=java, group_id=self.config.group_id)
-        self.writer.drop_below(self.ledger.read_again(floors, tps), "the table already has")
-        seeks: dict[TopicPartition, int] = {}
-        round_starts = {t: r.round_start for t, r in by_table.items()}
-        for tp in tps:
-            start = self.ledger.resume_from(tp, floors, round_starts, group.get(tp))
-            if start is None:
-                continue
-            current = self.ledger.position(tp)
-            if current is None or current < start:
-                # Rows from here on are all read again; an older start would make the next answer
-                # claim offsets it holds no rows for.
-                self.ledger.seek(tp, start)
-                seeks[tp] = start
-        self.log.info("positions from the tables", seeks={f"{t}[{p}]": o for (t, p), o in sorted(seeks.items())},
-                      group={f"{t}[{p}]": o for (t, p), o in sorted(group.items())}, tables=known)
-        return seeks
+        """Where each of ``tps`` must be read from (see :class:`StartPositions`); the ledger has sought them."""
+        return await self.starts.decide(tps)
 
     async def on_revoked(self, tps: set[TopicPartition]) -> None:
         """Let the partitions go; what they buffered is read again by their next owner.
@@ -358,39 +294,6 @@ class SinkTask:
             await self._reseek()
         for topic, partition in tps:
             self.metrics.forget_partition(topic, partition)
-
-    def _java_sink_commits(self, tables: list[str]) -> dict[str, str]:
-        found = {}
-        for name in tables:
-            handle = self.tables.get(name)
-            commit = java_sink_commit(handle.java, handle.branch)
-            if commit is not None:
-                found[name] = commit
-        return found
-
-    def _known_tables(self) -> list[str]:
-        names = set(self.ledger.recorded()) | set(self.tables.known())
-        for name in self.config.tables or []:
-            if name in names or self.tables.exists(name):
-                names.add(name)
-        if self.config.dynamic_enabled and not self._catalog_scanned:
-            names |= self._scan_catalog()
-            self._catalog_scanned = True
-        return sorted(n for n in names if n in self.tables.known() or self.tables.try_load(n) is not None)
-
-    def _scan_catalog(self) -> set[str]:
-        """Dynamic routing can have written any table: find those whose snapshots carry our offsets."""
-        try:
-            return tables_recording(self.tables.listing_catalog(),
-                                    self.tables.jvm.org.apache.iceberg.catalog.Namespace.empty(), self.config.group_id)
-        except Exception as exc:  # a catalog without namespace listing: only static and used tables count
-            why = java_error_message(exc)
-            if "NoSuchNamespaceException" in why:
-                self.log.info("the catalog has no namespace yet: no table to go on from", catalog_answer=why)
-            else:
-                self.log.warning("could not list the catalog's tables", error=why)
-            self.log.debug("listing the catalog's tables failed", exc_info=exc)
-            return set()
 
     # -- readiness --------------------------------------------------------------------------------
     def ready(self) -> tuple[bool, str]:

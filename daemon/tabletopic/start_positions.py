@@ -1,0 +1,147 @@
+"""Where each assigned partition starts: read from the tables, the consumer group and the Java sink's marks.
+
+The tables are the source of truth (:mod:`tabletopic.offsets.resume` holds the rule).  While a start is
+being decided, records fetched for the partition were judged against no position: they wait at a gate
+until the decision is made, and are taken only if it left their position as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from tabletopic.buffer.partition_ledger import PartitionLedger
+from tabletopic.config.connector import ConnectorConfig
+from tabletopic.offsets.java_sink import check_takeover, java_sink_commit
+from tabletopic.offsets.source_offsets import Recorded, read_recorded, tables_recording
+from tabletopic.topic_partition import TopicPartition
+from tabletopic.write.iceberg_tables import IcebergTables, java_error_message
+from tabletopic.write.sink_writer import SinkWriter
+
+T = TypeVar("T")
+GroupOffsets = Callable[[list[TopicPartition]], Awaitable[dict[TopicPartition, int]]]
+# ``read()`` in a thread, retried while the catalog or storage fails: the sink task's, which counts failures.
+ReadTables = Callable[[Callable[[], T]], Awaitable[T]]
+
+
+def table_reader(tables: IcebergTables, group_id: str) -> Callable[[str], Recorded]:
+    """What a table records for ``group_id``, read from its newest metadata."""
+    def read(table: str) -> Recorded:
+        handle = tables.get(table)
+        handle.java.refresh()
+        return read_recorded(handle.java, handle.branch, group_id)
+    return read
+
+
+class StartPositions:
+    def __init__(self, config: ConnectorConfig, tables: IcebergTables, ledger: PartitionLedger,
+                 writer: SinkWriter, read_table: Callable[[str], Recorded], read_tables: ReadTables[Any],
+                 log: Any) -> None:
+        self._config = config
+        self._read_table = read_table
+        self._tables = tables
+        self._ledger = ledger
+        self._writer = writer
+        self._read_tables = read_tables
+        self._log = log
+        self.group_offsets: GroupOffsets | None = None  # the consumer's, once it is bound
+        # Partitions whose start is being read from the tables (by how many readings), and the event
+        # set once none is.
+        self._deciding: Counter[TopicPartition] = Counter()
+        self._decided = asyncio.Event()
+        self._decided.set()
+        self._catalog_scanned = False
+
+    async def undecided(self, tp: TopicPartition) -> None:
+        """Return once no start of ``tp`` is being decided.
+
+        While the tables are read for a partition's start (an assignment, or after a rejected
+        answer) its position is unknown, and records fetched meanwhile were judged against none:
+        they may begin past that start, and taking them would skip the rows in between. They wait
+        for the decision; if it moved the position, the seek brings them again.
+        """
+        while tp in self._deciding:
+            await self._decided.wait()
+
+    async def decide(self, tps: set[TopicPartition]) -> dict[TopicPartition, int]:
+        """Read the tables' offsets for ``tps`` and decide where each must be read from (see
+        :meth:`_decide`); records of ``tps`` that arrive meanwhile wait for the decision."""
+        self._deciding.update(tps)
+        self._decided.clear()
+        try:
+            return await self._decide(tps)
+        finally:
+            self._deciding.subtract(tps)
+            self._deciding = +self._deciding  # two decisions may overlap: a partition waits for both
+            if not self._deciding:
+                self._decided.set()
+
+    async def _decide(self, tps: set[TopicPartition]) -> dict[TopicPartition, int]:
+        """Where each partition of ``tps`` must be read from, by what the tables record.
+
+        Records fetched meanwhile wait for the decision, so a partition has a position here only
+        if it kept one from before.  It is sought only if that lies below the start, so delivery
+        order never goes backwards past an accepted record; buffered rows below the tables'
+        floors are dropped instead.
+        """
+        known = await self._read_tables(self._known_tables)
+        by_table = await self._read_tables(lambda: {t: self._read_table(t) for t in known})
+        floors = {t: r.offsets for t, r in by_table.items()}
+        group = await self.group_offsets(sorted(tps)) if self.group_offsets else {}
+        java = await self._read_tables(lambda: self._java_sink_commits([t for t in known if not floors.get(t)]))
+        check_takeover(java, self._config.group_id, tps, group)
+        if java:
+            self._log.info("going on where the Iceberg Kafka Connect sink stopped, from the consumer group's "
+                           "offsets", tables=java, group_id=self._config.group_id)
+        self._writer.drop_below(self._ledger.read_again(floors, tps), "the table already has")
+        seeks: dict[TopicPartition, int] = {}
+        round_starts = {t: r.round_start for t, r in by_table.items()}
+        for tp in tps:
+            start = self._ledger.resume_from(tp, floors, round_starts, group.get(tp))
+            if start is None:
+                continue
+            current = self._ledger.position(tp)
+            if current is None or current < start:
+                # Rows from here on are all read again; an older start would make the next answer
+                # claim offsets it holds no rows for.
+                self._ledger.seek(tp, start)
+                seeks[tp] = start
+        self._log.info("positions from the tables", seeks={f"{t}[{p}]": o for (t, p), o in sorted(seeks.items())},
+                       group={f"{t}[{p}]": o for (t, p), o in sorted(group.items())}, tables=known)
+        return seeks
+
+    def _java_sink_commits(self, tables: list[str]) -> dict[str, str]:
+        found = {}
+        for name in tables:
+            handle = self._tables.get(name)
+            commit = java_sink_commit(handle.java, handle.branch)
+            if commit is not None:
+                found[name] = commit
+        return found
+
+    def _known_tables(self) -> list[str]:
+        names = set(self._ledger.recorded()) | set(self._tables.known())
+        for name in self._config.tables or []:
+            if name in names or self._tables.exists(name):
+                names.add(name)
+        if self._config.dynamic_enabled and not self._catalog_scanned:
+            names |= self._scan_catalog()
+            self._catalog_scanned = True
+        return sorted(n for n in names if n in self._tables.known() or self._tables.try_load(n) is not None)
+
+    def _scan_catalog(self) -> set[str]:
+        """Dynamic routing can have written any table: find those whose snapshots carry our offsets."""
+        try:
+            return tables_recording(self._tables.listing_catalog(),
+                                    self._tables.jvm.org.apache.iceberg.catalog.Namespace.empty(),
+                                    self._config.group_id)
+        except Exception as exc:  # a catalog without namespace listing: only static and used tables count
+            why = java_error_message(exc)
+            if "NoSuchNamespaceException" in why:
+                self._log.info("the catalog has no namespace yet: no table to go on from", catalog_answer=why)
+            else:
+                self._log.warning("could not list the catalog's tables", error=why)
+            self._log.debug("listing the catalog's tables failed", exc_info=exc)
+            return set()
