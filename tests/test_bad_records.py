@@ -290,6 +290,7 @@ KILL_KINDS = {
 }
 
 
+@pytest.mark.timeout(420)
 @pytest.mark.slow
 def test_a_daemon_killed_after_each_bad_records_commit_dead_letters_each_once_and_loses_nothing(
         bootstrap: str, warehouse: Warehouse, tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from tabletopic.write.spark_session import SparkRuntime
@@ -90,6 +91,7 @@ def test_malformed_forged_and_replayed_control_records_change_nothing(bootstrap:
     assert skipped is not None and skipped >= 3  # the deep nesting, the array and the forged start
 
 
+@pytest.mark.slow
 def test_an_answer_larger_than_a_kafka_message_commits_in_fragments(bootstrap: str, spark: SparkRuntime,
                                                                    warehouse: Warehouse) -> None:
     topic, table, control = unique("wide"), "wide.events", unique("control")

@@ -82,6 +82,7 @@ def _aggregates(rows: list[dict[str, Any]]) -> tuple[int, int, int, int, int]:
             sum(r["ts"] // 1000 for r in rows))
 
 
+@pytest.mark.timeout(420)
 @pytest.mark.slow
 def test_two_topics_two_tables_survive_two_sigkills(bootstrap: str, warehouse: Warehouse, tmp_path: Path) -> None:
     schema_topic, plain_topic = unique("events_schema"), unique("events_plain")

@@ -43,6 +43,7 @@ def _end_offset(bootstrap: str, topic: str) -> int:
     return asyncio.run(go())
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not postgres_available(), reason="PostgreSQL and its JDBC driver (.ci/run installs them)")
 def test_a_catalog_outage_dead_letters_nothing_and_loses_nothing(bootstrap: str, spark: SparkRuntime,
                                                                  tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ def _record(i: int) -> tuple[bytes, bytes, int]:
     return str(k).encode(), json.dumps({"id": i, "k": k, "v": i}).encode(), k % PARTITIONS
 
 
+@pytest.mark.timeout(420)
 @pytest.mark.slow
 def test_three_daemons_killed_added_and_removed_keep_both_tables_exact(
         bootstrap: str, warehouse: Warehouse, tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from tabletopic.route.router import topic_table
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
@@ -21,6 +23,7 @@ from tests.support import (
 )
 
 
+@pytest.mark.slow
 def test_each_topic_becomes_its_table_and_a_new_topic_is_picked_up(bootstrap: str, warehouse: Warehouse,
                                                                    tmp_path: Path) -> None:
     prefix = unique("events")

@@ -25,6 +25,7 @@ from tests.support import (
 from tests.upsert_model import BASE_S, DAY_S, PARTITIONS, Model, duckdb_state, spark_state
 
 
+@pytest.mark.timeout(420)
 @pytest.mark.slow
 def test_random_changes_with_sigkills_match_the_model(bootstrap: str, warehouse: Warehouse, tmp_path: Path) -> None:
     topic, table = unique("changes"), "cdc.accounts"
