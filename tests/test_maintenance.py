@@ -297,14 +297,16 @@ def test_a_conversion_overtaken_by_a_compaction_is_refused(bootstrap: str, wareh
     snapshots = [s.snapshotId() for s in table.snapshots()]
     before = files()
     conversion = warehouse.spark.jvm.tabletopic.DeleteConversion
-    assert list(conversion.convert(table, {}, read)) == [-1, 0, 0]
+    refused = conversion.convert(table, {}, read)
+    assert refused.refused() and refused.equalityDeletesRemoved() == 0 and refused.positionDeleteFilesAdded() == 0
     table.refresh()
     assert [s.snapshotId() for s in table.snapshots()] == snapshots
     assert files() == before
     assert_matches(warehouse, model, "after the refused conversion")
 
-    removed, added, rows = conversion.convert(table, {})
-    assert removed > 0 and added > 0 and rows > 0
+    done = conversion.convert(table, {})
+    assert not done.refused()
+    assert done.equalityDeletesRemoved() > 0 and done.positionDeleteFilesAdded() > 0 and done.rowsDeleted() > 0
     assert stats(warehouse).equality_deletes == 0
     assert_matches(warehouse, model, "after the conversion")
     config = parse_connector(connector, parse_worker(worker_props(bootstrap)))
@@ -367,7 +369,7 @@ def test_commits_carry_position_deletes_and_fall_back_when_overtaken(bootstrap: 
     files = writer.concat(data, deletes)
     table.refresh()
     base = table.currentSnapshot().snapshotId()  # what the committer read before its files' rows
-    resolved = jvm.tabletopic.DeleteConversion.forCommit(table, files, 1_000_000)
+    resolved = jvm.tabletopic.CommitDeletes.resolve(table, files, 1_000_000)
     written = [Path(str(f.location()).removeprefix("file:")) for f in resolved.written()]
     assert written and all(f.exists() for f in written)
     warehouse.sql(f"CALL {{c}}.system.rewrite_data_files(table => '{TABLE}', options => map('rewrite-all', 'true'))")
@@ -422,7 +424,7 @@ def test_a_commit_searches_only_the_files_whose_key_bounds_hold_its_deletes(ware
             .writeTo(f"{warehouse.catalog}.{name}").append()
     table = warehouse.table(name)
     writer = warehouse.spark.jvm.tabletopic.SinkWriter
-    conversion = warehouse.spark.jvm.tabletopic.DeleteConversion
+    commit_deletes = warehouse.spark.jvm.tabletopic.CommitDeletes
     id_field = table.schema().findField("id").fieldId()
 
     def upsert(first: int, last: int) -> Any:
@@ -440,11 +442,11 @@ def test_a_commit_searches_only_the_files_whose_key_bounds_hold_its_deletes(ware
 
     # An earlier commit names ids 5-9 in the older file.
     first = upsert(5, 9)
-    assert int(commit(first, conversion.forCommit(table, first, 1_000_000)).get("added-position-deletes")) == 5
+    assert int(commit(first, commit_deletes.resolve(table, first, 1_000_000)).get("added-position-deletes")) == 5
     # The newer file alone holds 1,000 rows (ids 5-9's new file, 5 rows, is left out too).
     files = upsert(1_500, 1_599)
-    assert conversion.forCommit(table, files, 999) is None
-    resolved = conversion.forCommit(table, files, 1_000)  # below the table's 2,005 rows
+    assert commit_deletes.resolve(table, files, 999) is None
+    resolved = commit_deletes.resolve(table, files, 1_000)  # below the table's 2,005 rows
     assert resolved is not None, "the search read a file whose bounds leave out every deleted key"
     summary = commit(files, resolved)
     assert int(summary.get("added-position-deletes")) == 105 and summary.get("added-equality-deletes") is None

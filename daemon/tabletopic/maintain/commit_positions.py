@@ -29,7 +29,7 @@ class CommitPositions:
     @contextlib.contextmanager
     def committing(self, name: str) -> Iterator[int]:
         """Around one commit of ``name``: yields the most rows the commit may read to carry
-        position deletes (``DeleteConversion.forCommit``), or 0 for equality deletes."""
+        position deletes (``CommitDeletes.resolve``), or 0 for equality deletes."""
         if not self._settings.converts_at_commit or not self._enabled(name):
             yield 0
             return

@@ -135,11 +135,12 @@ def run_plan(jvm: Any, jspark: Any, table: Any, name: str, plan: MaintenancePlan
     # readers would pay for until the next look.
     if plan.convert or (plan.compact and settings.convert_equality_deletes):
         step("convert")
-        converted = list(jvm.tabletopic.DeleteConversion.convert(table, {MAINTAINED_BY_KEY: maintained_by}))
-        # -1: a compaction replaced a data file meanwhile; the next conversion works from the new files.
-        report.conversion_refused = int(converted[0]) < 0
-        report.equality_deletes_converted = max(0, int(converted[0]))
-        report.position_delete_files, report.rows_deleted_by_position = int(converted[1]), int(converted[2])
+        conversion = jvm.tabletopic.DeleteConversion.convert(table, {MAINTAINED_BY_KEY: maintained_by})
+        # Refused: a compaction replaced a data file meanwhile; the next conversion works from the new files.
+        report.conversion_refused = bool(conversion.refused())
+        report.equality_deletes_converted = int(conversion.equalityDeletesRemoved())
+        report.position_delete_files = int(conversion.positionDeleteFilesAdded())
+        report.rows_deleted_by_position = int(conversion.rowsDeleted())
         table.refresh()
     if plan.expire is not None:
         step("expire")

@@ -63,7 +63,7 @@ def _groups(keys: Any) -> frozenset[str]:
 
 def stats_from_java(jvm: Any, table: Any) -> TableStats:
     table.refresh()
-    counts = list(jvm.tabletopic.FileCensus.count(table, small_file_bytes(table.properties())))
+    census = jvm.tabletopic.FileCensus.count(table, small_file_bytes(table.properties()))
     snapshots = tuple(SnapshotInfo(int(s.snapshotId()), None if s.parentId() is None else int(s.parentId()),
                                    int(s.timestampMillis()), _groups(s.summary().keySet()))
                       for s in table.snapshots())
@@ -72,11 +72,13 @@ def stats_from_java(jvm: Any, table: Any) -> TableStats:
     refs = table.refs()
     heads = [int(refs.get(n).snapshotId()) for n in refs.keySet() if refs.get(n).isBranch()]
     main = int(current.snapshotId()) if current is not None else None
-    return TableStats(int(counts[0]), int(counts[1]), int(counts[2]), int(counts[3]), int(counts[4]), int(counts[5]),
+    return TableStats(int(census.dataFiles()), int(census.deleteFiles()), int(census.mostFilesInPartition()),
+                      int(census.mostSmallFilesInPartition()), int(census.manifests()),
+                      int(census.mostDeletesPerFile()),
                       int(summary.get("total-records") or 0) if summary is not None else 0,
                       int(summary.get("total-files-size") or 0) if summary is not None else 0,
                       snapshots, tuple([main] if main is not None else []) + tuple(h for h in heads if h != main),
-                      int(counts[6]), int(counts[7]))
+                      int(census.equalityDeletes()), int(census.pairedSmallBytes()))
 
 
 def stats_from_pyiceberg(table: Any) -> TableStats:

@@ -26,86 +26,120 @@ public final class FileCensus {
   private FileCensus() {}
 
   /**
-   * Returns {data files, delete files, most data files in one partition, most small data files in
-   * one partition, manifests, most delete files applying to one data file, equality delete files,
-   * bytes of the small data files of partitions holding two or more} for the current snapshot; a
-   * file is small below {@code smallBytes}.
+   * A table's file counts for the current snapshot; a file is small below the size given to
+   * {@link #count}.
    *
-   * <p>The sixth figure is what Spark's {@code delete-file-threshold} compares, estimated per
-   * partition from its oldest data file: an equality delete applies to data files with a lower
-   * data sequence number (in its partition, or everywhere when its spec is unpartitioned), a
-   * position delete to those with a lower or equal one.
+   * @param mostDeletesPerFile what Spark's {@code delete-file-threshold} compares, estimated per
+   *     partition from its oldest data file: an equality delete applies to data files with a lower
+   *     data sequence number (in its partition, or everywhere when its spec is unpartitioned), a
+   *     position delete to those with a lower or equal one
+   * @param pairedSmallBytes bytes of the small data files of partitions holding two or more
    */
-  public static long[] count(Table table, long smallBytes) throws IOException {
+  public record Census(
+      long dataFiles,
+      long deleteFiles,
+      long mostFilesInPartition,
+      long mostSmallFilesInPartition,
+      long manifests,
+      long mostDeletesPerFile,
+      long equalityDeletes,
+      long pairedSmallBytes) {}
+
+  public static Census count(Table table, long smallBytes) throws IOException {
     Snapshot snapshot = table.currentSnapshot();
     if (snapshot == null) {
-      return new long[] {0, 0, 0, 0, 0, 0, 0, 0};
+      return new Census(0, 0, 0, 0, 0, 0, 0, 0);
     }
-    // per partition: files, small files, oldest data sequence number, bytes of small files
-    Map<String, long[]> perPartition = new HashMap<>();
-    long dataFiles = 0;
-    for (ManifestFile manifest : snapshot.dataManifests(table.io())) {
-      try (ManifestReader<DataFile> reader = ManifestFiles.read(manifest, table.io(), table.specs())) {
-        for (DataFile file : reader) {
-          dataFiles++;
-          long[] counts =
-              perPartition.computeIfAbsent(partitionKey(table, file), k -> new long[] {0, 0, Long.MAX_VALUE, 0});
-          counts[0]++;
-          if (file.fileSizeInBytes() < smallBytes) {
-            counts[1]++;
-            counts[3] += file.fileSizeInBytes();
-          }
-          Long seq = file.dataSequenceNumber();
-          counts[2] = Math.min(counts[2], seq == null ? 0 : seq);
-        }
-      }
-    }
-    List<long[]> global = new ArrayList<>(); // {sequence number, equality?}
-    Map<String, List<long[]>> local = new HashMap<>();
-    long deleteFiles = 0;
-    long equalityDeletes = 0;
-    for (ManifestFile manifest : snapshot.deleteManifests(table.io())) {
-      try (ManifestReader<DeleteFile> reader =
-          ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) {
-        for (DeleteFile file : reader) {
-          deleteFiles++;
-          if (file.content() == FileContent.EQUALITY_DELETES) {
-            equalityDeletes++;
-          }
-          Long seq = file.dataSequenceNumber();
-          long[] entry = {seq == null ? 0 : seq, file.content() == FileContent.EQUALITY_DELETES ? 1 : 0};
-          if (table.specs().get(file.specId()).isUnpartitioned()) {
-            global.add(entry);
-          } else {
-            local.computeIfAbsent(partitionKey(table, file), k -> new ArrayList<>()).add(entry);
-          }
-        }
-      }
-    }
+    DataCounts data = DataCounts.of(table, snapshot, smallBytes);
+    DeleteCounts deletes = DeleteCounts.of(table, snapshot);
     long most = 0;
     long mostSmall = 0;
     long mostDeletes = 0;
     long pairedSmallBytes = 0;
-    for (Map.Entry<String, long[]> e : perPartition.entrySet()) {
+    for (Map.Entry<String, long[]> e : data.perPartition.entrySet()) {
       long[] counts = e.getValue();
       if (counts[1] >= 2) {
         pairedSmallBytes += counts[3];
       }
       most = Math.max(most, counts[0]);
       mostSmall = Math.max(mostSmall, counts[1]);
-      long applying = applying(global, counts[2]) + applying(local.getOrDefault(e.getKey(), List.of()), counts[2]);
-      mostDeletes = Math.max(mostDeletes, applying);
+      mostDeletes = Math.max(mostDeletes, deletes.applyingTo(e.getKey(), counts[2]));
     }
-    return new long[] {
-      dataFiles,
-      deleteFiles,
-      most,
-      mostSmall,
-      snapshot.allManifests(table.io()).size(),
-      mostDeletes,
-      equalityDeletes,
-      pairedSmallBytes
-    };
+    return new Census(
+        data.files,
+        deletes.files,
+        most,
+        mostSmall,
+        snapshot.allManifests(table.io()).size(),
+        mostDeletes,
+        deletes.equality,
+        pairedSmallBytes);
+  }
+
+  /** The data files of a snapshot, per partition. */
+  private static final class DataCounts {
+    // per partition: files, small files, oldest data sequence number, bytes of small files
+    final Map<String, long[]> perPartition = new HashMap<>();
+    long files = 0;
+
+    static DataCounts of(Table table, Snapshot snapshot, long smallBytes) throws IOException {
+      DataCounts out = new DataCounts();
+      for (ManifestFile manifest : snapshot.dataManifests(table.io())) {
+        try (ManifestReader<DataFile> reader = ManifestFiles.read(manifest, table.io(), table.specs())) {
+          for (DataFile file : reader) {
+            out.files++;
+            long[] counts =
+                out.perPartition.computeIfAbsent(
+                    partitionKey(table, file), k -> new long[] {0, 0, Long.MAX_VALUE, 0});
+            counts[0]++;
+            if (file.fileSizeInBytes() < smallBytes) {
+              counts[1]++;
+              counts[3] += file.fileSizeInBytes();
+            }
+            Long seq = file.dataSequenceNumber();
+            counts[2] = Math.min(counts[2], seq == null ? 0 : seq);
+          }
+        }
+      }
+      return out;
+    }
+  }
+
+  /** The delete files of a snapshot: those of unpartitioned specs apply everywhere, the others in their partition. */
+  private static final class DeleteCounts {
+    final List<long[]> global = new ArrayList<>(); // {sequence number, equality?}
+    final Map<String, List<long[]>> local = new HashMap<>();
+    long files = 0;
+    long equality = 0;
+
+    static DeleteCounts of(Table table, Snapshot snapshot) throws IOException {
+      DeleteCounts out = new DeleteCounts();
+      for (ManifestFile manifest : snapshot.deleteManifests(table.io())) {
+        try (ManifestReader<DeleteFile> reader =
+            ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) {
+          for (DeleteFile file : reader) {
+            out.files++;
+            boolean isEquality = file.content() == FileContent.EQUALITY_DELETES;
+            if (isEquality) {
+              out.equality++;
+            }
+            Long seq = file.dataSequenceNumber();
+            long[] entry = {seq == null ? 0 : seq, isEquality ? 1 : 0};
+            if (table.specs().get(file.specId()).isUnpartitioned()) {
+              out.global.add(entry);
+            } else {
+              out.local.computeIfAbsent(partitionKey(table, file), k -> new ArrayList<>()).add(entry);
+            }
+          }
+        }
+      }
+      return out;
+    }
+
+    long applyingTo(String partition, long oldestDataSequence) {
+      return applying(global, oldestDataSequence)
+          + applying(local.getOrDefault(partition, List.of()), oldestDataSequence);
+    }
   }
 
   private static long applying(List<long[]> deletes, long dataSequence) {

@@ -124,7 +124,7 @@ public final class SinkWriter {
    *
    * <p>With {@code positionsUpToRows > 0}, a commit to main whose search reads at most that many
    * rows carries position deletes in place of its equality deletes (see {@link
-   * DeleteConversion#forCommit}): readers then never meet them. If the rows cannot be found, or
+   * CommitDeletes#resolve}): readers then never meet them. If the rows cannot be found, or
    * the table changed under them before the commit, the equality deletes go in as they are.
    */
   public static long commit(
@@ -135,10 +135,10 @@ public final class SinkWriter {
       long baseSnapshotId,
       Map<String, String> tableProps,
       long positionsUpToRows) {
-    DeleteConversion.AtCommit resolved = null;
+    CommitDeletes.AtCommit resolved = null;
     if (positionsUpToRows > 0 && branch == null) {
       try {
-        resolved = DeleteConversion.forCommit(table, files, positionsUpToRows);
+        resolved = CommitDeletes.resolve(table, files, positionsUpToRows);
       } catch (RuntimeException | IOException e) {
         // Reading the table for positions is an optimisation: a failure of it must not stop the
         // commit, which is tried with the equality deletes (and fails there if storage is down).
@@ -149,7 +149,7 @@ public final class SinkWriter {
   }
 
   /**
-   * Commits {@code resolved} (see {@link DeleteConversion#forCommit}) if it is not null, else
+   * Commits {@code resolved} (see {@link CommitDeletes#resolve}) if it is not null, else
    * {@code files}. With {@code baseSnapshotId >= 0}, the commit fails with a ValidationException
    * if any data or delete file was added after that snapshot; with -1 (an empty table) if any was
    * added at all. Iceberg re-runs this validation on every internal retry, so a writer that loses a
@@ -167,7 +167,7 @@ public final class SinkWriter {
       Table table,
       String branch,
       List<ContentFile<?>> files,
-      DeleteConversion.AtCommit resolved,
+      CommitDeletes.AtCommit resolved,
       Map<String, String> summary,
       long baseSnapshotId,
       Map<String, String> tableProps) {
@@ -191,7 +191,7 @@ public final class SinkWriter {
   private static long commitOnce(
       Table table,
       String branch,
-      DeleteConversion.AtCommit resolved,
+      CommitDeletes.AtCommit resolved,
       List<ContentFile<?>> files,
       Map<String, String> summary,
       long baseSnapshotId,

@@ -73,70 +73,112 @@ final class TaskFileWriter implements FlatMapFunction<Iterator<InternalRow>, Con
 
   @Override
   public Iterator<ContentFile<?>> call(Iterator<InternalRow> rows) throws IOException {
-    Table tbl = table.value();
-    PartitionSpec spec = tbl.specs().get(specId);
-    TaskContext task = TaskContext.get();
-    OutputFileFactory files =
-        OutputFileFactory.builderFor(tbl, task.partitionId(), task.taskAttemptId())
-            .format(FileFormat.PARQUET)
-            .operationId(operationId)
-            .build();
-    long targetSize =
-        PropertyUtil.propertyAsLong(
-            tbl.properties(),
-            equalityFieldIds == null
-                ? TableProperties.WRITE_TARGET_FILE_SIZE_BYTES
-                : TableProperties.DELETE_TARGET_FILE_SIZE_BYTES,
-            TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT);
-
-    List<ContentFile<?>> written = new ArrayList<>();
-    Map<PartitionKey, FileWriter<InternalRow, ?>> open = new HashMap<>();
-    Map<PartitionKey, List<InternalRow>> waiting = new LinkedHashMap<>();
-    PartitionKey key = new PartitionKey(spec, rowSchema);
-    SparkRowPartition view = new SparkRowPartition(sparkSchema, rowSchema.asStruct());
+    Writers writers = new Writers(table.value(), TaskContext.get());
     try {
-      while (rows.hasNext()) {
-        InternalRow row = rows.next();
-        key.partition(view.wrap(row));
-        FileWriter<InternalRow, ?> writer = open.get(key);
-        if (writer == null) {
-          List<InternalRow> queued = waiting.get(key);
-          if (queued != null || open.size() >= MAX_OPEN_WRITERS) {
-            if (queued == null) {
-              queued = new ArrayList<>();
-              waiting.put(key.copy(), queued);
-            }
-            queued.add(row.copy()); // the input iterator reuses its row object
-            continue;
+      Map<PartitionKey, List<InternalRow>> waiting = writeOrQueue(rows, writers);
+      writers.closeAll();
+      for (Map.Entry<PartitionKey, List<InternalRow>> entry : waiting.entrySet()) {
+        writers.writeAll(entry.getKey(), entry.getValue());
+        entry.getValue().clear();
+      }
+    } catch (RuntimeException | IOException e) {
+      writers.abort(e);
+      throw e;
+    }
+    return writers.written.iterator();
+  }
+
+  /**
+   * Writes each row to its partition's open writer, opening one while fewer than {@link
+   * #MAX_OPEN_WRITERS} are; the rows of other partitions are returned, copied, in arrival order.
+   */
+  private Map<PartitionKey, List<InternalRow>> writeOrQueue(Iterator<InternalRow> rows, Writers writers)
+      throws IOException {
+    Map<PartitionKey, List<InternalRow>> waiting = new LinkedHashMap<>();
+    PartitionKey key = new PartitionKey(writers.spec, rowSchema);
+    SparkRowPartition view = new SparkRowPartition(sparkSchema, rowSchema.asStruct());
+    while (rows.hasNext()) {
+      InternalRow row = rows.next();
+      key.partition(view.wrap(row));
+      if (!writers.isOpen(key)) {
+        List<InternalRow> queued = waiting.get(key);
+        if (queued != null || writers.open.size() >= MAX_OPEN_WRITERS) {
+          if (queued == null) {
+            queued = new ArrayList<>();
+            waiting.put(key.copy(), queued);
           }
-          PartitionKey copy = key.copy();
-          writer = newWriter(tbl, spec, files, copy);
-          open.put(copy, writer);
-        }
-        writer.write(row);
-        if (writer.length() >= targetSize) {
-          written.add(close(open.remove(key.copy())));
+          queued.add(row.copy()); // the input iterator reuses its row object
+          continue;
         }
       }
+      writers.write(key, row);
+    }
+    return waiting;
+  }
+
+  /** One task's open writers, by partition, and the files they closed; each rolls at the target size. */
+  private final class Writers {
+    final Table tbl;
+    final PartitionSpec spec;
+    final OutputFileFactory files;
+    final long targetSize;
+    final Map<PartitionKey, FileWriter<InternalRow, ?>> open = new HashMap<>();
+    final List<ContentFile<?>> written = new ArrayList<>();
+
+    Writers(Table tbl, TaskContext task) {
+      this.tbl = tbl;
+      this.spec = tbl.specs().get(specId);
+      this.files =
+          OutputFileFactory.builderFor(tbl, task.partitionId(), task.taskAttemptId())
+              .format(FileFormat.PARQUET)
+              .operationId(operationId)
+              .build();
+      this.targetSize =
+          PropertyUtil.propertyAsLong(
+              tbl.properties(),
+              equalityFieldIds == null
+                  ? TableProperties.WRITE_TARGET_FILE_SIZE_BYTES
+                  : TableProperties.DELETE_TARGET_FILE_SIZE_BYTES,
+              TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT);
+    }
+
+    boolean isOpen(PartitionKey key) {
+      return open.containsKey(key);
+    }
+
+    /** Writes {@code row} to {@code key}'s writer, opening it if needed (the key is copied then). */
+    void write(PartitionKey key, InternalRow row) throws IOException {
+      FileWriter<InternalRow, ?> writer = open.get(key);
+      if (writer == null) {
+        PartitionKey copy = key.copy();
+        writer = newWriter(tbl, spec, files, copy);
+        open.put(copy, writer);
+      }
+      writer.write(row);
+      if (writer.length() >= targetSize) {
+        written.add(close(open.remove(key)));
+      }
+    }
+
+    /** Every row of one partition, through writers opened one at a time. */
+    void writeAll(PartitionKey key, List<InternalRow> rows) throws IOException {
+      for (InternalRow row : rows) {
+        write(key, row);
+      }
+      FileWriter<InternalRow, ?> last = open.remove(key);
+      if (last != null) {
+        written.add(close(last));
+      }
+    }
+
+    void closeAll() throws IOException {
       for (FileWriter<InternalRow, ?> writer : open.values()) {
         written.add(close(writer));
       }
       open.clear();
-      for (Map.Entry<PartitionKey, List<InternalRow>> entry : waiting.entrySet()) {
-        FileWriter<InternalRow, ?> writer = newWriter(tbl, spec, files, entry.getKey());
-        open.put(entry.getKey(), writer);
-        for (InternalRow row : entry.getValue()) {
-          writer.write(row);
-          if (writer.length() >= targetSize) {
-            written.add(close(open.remove(entry.getKey())));
-            writer = newWriter(tbl, spec, files, entry.getKey());
-            open.put(entry.getKey(), writer);
-          }
-        }
-        written.add(close(open.remove(entry.getKey())));
-        entry.getValue().clear();
-      }
-    } catch (RuntimeException | IOException e) {
+    }
+
+    void abort(Exception e) {
       for (FileWriter<InternalRow, ?> writer : open.values()) {
         try {
           writer.close();
@@ -144,9 +186,7 @@ final class TaskFileWriter implements FlatMapFunction<Iterator<InternalRow>, Con
           e.addSuppressed(suppressed);
         }
       }
-      throw e;
     }
-    return written.iterator();
   }
 
   private FileWriter<InternalRow, ?> newWriter(

@@ -1,0 +1,202 @@
+package tabletopic;
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.UUID;
+import org.apache.iceberg.DataFile;
+import org.apache.iceberg.DeleteFile;
+import org.apache.iceberg.FileContent;
+import org.apache.iceberg.FileFormat;
+import org.apache.iceberg.ManifestFile;
+import org.apache.iceberg.ManifestFiles;
+import org.apache.iceberg.ManifestReader;
+import org.apache.iceberg.PartitionSpec;
+import org.apache.iceberg.Schema;
+import org.apache.iceberg.Snapshot;
+import org.apache.iceberg.StructLike;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.data.Record;
+import org.apache.iceberg.deletes.PositionDelete;
+import org.apache.iceberg.deletes.PositionDeleteWriter;
+import org.apache.iceberg.encryption.EncryptedOutputFile;
+import org.apache.iceberg.io.CloseableIterable;
+import org.apache.iceberg.io.DeleteSchemaUtil;
+import org.apache.iceberg.io.OutputFileFactory;
+import org.apache.iceberg.parquet.Parquet;
+
+/**
+ * The rows to delete by position in a table, per partition, and the one position delete file each
+ * partition gets: the positions found, plus those of the partition's earlier position delete files,
+ * which the new file replaces.
+ */
+final class PositionDeletes {
+  private static final Schema PATH_POS = DeleteSchemaUtil.pathPosSchema();
+
+  private final Table table;
+  private final Map<String, Partition> partitions = new LinkedHashMap<>();
+  private long rows = 0;
+
+  PositionDeletes(Table table) {
+    this.table = table;
+  }
+
+  /** The files written and the data files they name, which must still be live when they commit. */
+  record Written(List<DeleteFile> files, Set<String> named) {}
+
+  void add(DataFile file, long[] positions) {
+    if (positions.length == 0) {
+      return;
+    }
+    partitions
+        .computeIfAbsent(FileCensus.partitionKey(table, file), k -> new Partition(file))
+        .add(file.location(), positions);
+    rows += positions.length;
+  }
+
+  boolean isEmpty() {
+    return partitions.isEmpty();
+  }
+
+  /** Rows found to delete, before any merge. */
+  long rows() {
+    return rows;
+  }
+
+  /**
+   * Adds the positions of {@code delete}, a position delete file of a partition written to, to that
+   * partition, less those in data files not in {@code live} (a compaction took them); true when it
+   * did, so the new file replaces it and each partition keeps one position delete file.
+   */
+  boolean mergeInto(DeleteFile delete, Set<String> live) throws IOException {
+    Partition partition = partitions.get(FileCensus.partitionKey(table, delete));
+    if (delete.content() != FileContent.POSITION_DELETES
+        || delete.format() != FileFormat.PARQUET
+        || partition == null) {
+      return false;
+    }
+    try (CloseableIterable<Record> named = EqualityKeys.read(table, delete.location(), PATH_POS)) {
+      for (Record row : named) {
+        String path = row.get(0, CharSequence.class).toString();
+        if (live.contains(path)) {
+          partition.add(path, row.get(1, Long.class));
+        }
+      }
+    }
+    return true;
+  }
+
+  /** One position delete file per partition; none is left behind if writing one fails. */
+  Written write(Snapshot snapshot) throws IOException {
+    OutputFileFactory files =
+        OutputFileFactory.builderFor(table, 0, snapshot.snapshotId())
+            .format(FileFormat.PARQUET)
+            .operationId("convert-" + UUID.randomUUID())
+            .suffix("deletes")
+            .build();
+    List<DeleteFile> added = new ArrayList<>();
+    Set<String> named = new HashSet<>();
+    try {
+      for (Partition partition : partitions.values()) {
+        added.add(partition.write(table, files));
+        named.addAll(partition.positions.keySet());
+      }
+    } catch (RuntimeException | IOException e) {
+      removeQuietly(table, added);
+      throw e;
+    }
+    return new Written(added, named);
+  }
+
+  /** The live delete files of {@code snapshot}. */
+  static List<DeleteFile> live(Table table, Snapshot snapshot) throws IOException {
+    List<DeleteFile> files = new ArrayList<>();
+    for (ManifestFile manifest : snapshot.deleteManifests(table.io())) {
+      try (ManifestReader<DeleteFile> reader =
+          ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) {
+        for (DeleteFile delete : reader) {
+          files.add(delete.copyWithoutStats());
+        }
+      }
+    }
+    return files;
+  }
+
+  static void removeQuietly(Table table, List<DeleteFile> files) {
+    for (DeleteFile file : files) {
+      try {
+        table.io().deleteFile(file.location());
+      } catch (RuntimeException ignored) {
+        // left for orphan removal
+      }
+    }
+  }
+
+  /** The positions to delete in one partition's data files. */
+  private static final class Partition {
+    private final DataFile sample; // any data file of the partition: its spec and partition values
+    private final TreeMap<String, Positions> positions = new TreeMap<>();
+
+    Partition(DataFile sample) {
+      this.sample = sample;
+    }
+
+    void add(String path, long... more) {
+      positions.computeIfAbsent(path, k -> new Positions()).add(more);
+    }
+
+    /** One position delete file, sorted by path then position, each position once. */
+    DeleteFile write(Table table, OutputFileFactory files) throws IOException {
+      PartitionSpec spec = table.specs().get(sample.specId());
+      StructLike partition = spec.isUnpartitioned() ? null : sample.partition();
+      EncryptedOutputFile out =
+          spec.isUnpartitioned() ? files.newOutputFile() : files.newOutputFile(spec, partition);
+      PositionDeleteWriter<Record> writer =
+          Parquet.writeDeletes(out)
+              .forTable(table)
+              .rowSchema(null) // positions only: no copy of the deleted rows
+              .withSpec(spec)
+              .withPartition(partition)
+              .overwrite()
+              .buildPositionWriter();
+      PositionDelete<Record> delete = PositionDelete.create();
+      try (PositionDeleteWriter<Record> closing = writer) {
+        for (Map.Entry<String, Positions> entry : positions.entrySet()) {
+          long[] sorted = entry.getValue().sorted();
+          for (int i = 0; i < sorted.length; i++) {
+            if (i == 0 || sorted[i] != sorted[i - 1]) {
+              closing.write(delete.set(entry.getKey(), sorted[i]));
+            }
+          }
+        }
+      }
+      return writer.toDeleteFile();
+    }
+  }
+
+  /** Positions in one data file, in a growing array: a merge adds them one by one. */
+  private static final class Positions {
+    private long[] values = new long[16];
+    private int size = 0;
+
+    void add(long[] more) {
+      if (size + more.length > values.length) {
+        values = Arrays.copyOf(values, Math.max(size + more.length, 2 * values.length));
+      }
+      System.arraycopy(more, 0, values, size, more.length);
+      size += more.length;
+    }
+
+    long[] sorted() {
+      long[] copy = Arrays.copyOf(values, size);
+      Arrays.sort(copy);
+      return copy;
+    }
+  }
+}
