@@ -61,6 +61,9 @@ class FakeTables:
     def reset(self) -> None:
         pass
 
+    def clean(self) -> dict[str, dict[TopicPartition, int]]:
+        return {}
+
     def invalid_files(self, answer: Answer) -> str | None:
         bad = [f["file-path"] for t in answer.tables.values() for f in t.files if not f["file-path"].startswith("/wh/")]
         return f"not under the table: {bad}" if bad else None

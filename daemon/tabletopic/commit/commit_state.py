@@ -32,6 +32,10 @@ class Judgement:
                 out[tp] = min(start, out.get(tp, start))
         return out
 
+    def ranges(self) -> dict[TopicPartition, tuple[int, int]]:
+        """[first, next) per partition of the accepted answers, which never overlap."""
+        return {tp: r for answer in self.accepted for tp, r in answer.ranges.items()}
+
     def tables(self) -> dict[str, TableFiles]:
         """Every accepted answer's files, merged per table."""
         merged: dict[str, TableFiles] = {}
@@ -71,7 +75,8 @@ class CommitState:
 
 
 def judge(answers: Iterable[Answer], recorded: dict[str, dict[TopicPartition, int]],
-          clean: dict[str, dict[TopicPartition, int]] | None = None) -> Judgement:
+          clean: dict[str, dict[TopicPartition, int]] | None = None, now_ms: float = 0.0,
+          max_file_wait_ms: float | None = None) -> Judgement:
     """Accept each answer whose rows continue what the tables record, and no two that overlap.
 
     ``recorded`` is what every known table records for this connector now.  An answer is
@@ -83,6 +88,10 @@ def judge(answers: Iterable[Answer], recorded: dict[str, dict[TopicPartition, in
     ``clean`` holds, per table, offsets past what it records up to which the coordinator's own
     committed rounds hold no rows for it (records that went to other tables, to the dead-letter
     topic, or nowhere): a range may start there, as if the table recorded it.
+
+    ``max_file_wait_ms``, when the connector maintains its tables, bounds how long ago (before
+    ``now_ms``) an answer's files may have been written: orphan removal may take a file once it is
+    twice that old, so none may land in a snapshot after that.
     """
     effective = {t: {tp: max(o, (clean or {}).get(t, {}).get(tp, o)) for tp, o in offs.items()}
                  for t, offs in recorded.items()}
@@ -90,13 +99,23 @@ def judge(answers: Iterable[Answer], recorded: dict[str, dict[TopicPartition, in
     rejected: dict[str, str] = {}
     claimed: set[TopicPartition] = set()
     for answer in answers:
-        why = _why_not(answer, recorded, effective, claimed)
+        why = _too_old(answer, now_ms, max_file_wait_ms) or _why_not(answer, recorded, effective, claimed)
         if why is None:
             accepted.append(answer)
             claimed |= set(answer.ranges)
         else:
             rejected[answer.answer_id] = why
     return Judgement(accepted, rejected)
+
+
+def _too_old(answer: Answer, now_ms: float, max_file_wait_ms: float | None) -> str | None:
+    if max_file_wait_ms is None:
+        return None
+    for table, files in answer.tables.items():
+        if files.written_at_ms is not None and now_ms - files.written_at_ms > max_file_wait_ms:
+            return (f"files for {table} were written {(now_ms - files.written_at_ms) / 1000:.0f}s ago, longer "
+                    f"than half of tabletopic.maintenance.orphans.older-than-ms allows")
+    return None
 
 
 def _why_not(answer: Answer, recorded: dict[str, dict[TopicPartition, int]],
@@ -134,9 +153,10 @@ def _names(tps: Iterable[TopicPartition]) -> str:
     return ", ".join(_name(tp) for tp in sorted(tps))
 
 
-def clean_after(accepted: Iterable[Answer], with_files: Iterable[str], recorded: dict[str, dict[TopicPartition, int]],
+def clean_after(ranges: dict[TopicPartition, tuple[int, int]], with_files: Iterable[str],
+                recorded: dict[str, dict[TopicPartition, int]],
                 clean: dict[str, dict[TopicPartition, int]]) -> dict[str, dict[TopicPartition, int]]:
-    """``clean`` (see :func:`judge`) once a round that committed ``accepted`` has landed.
+    """``clean`` (see :func:`judge`) once a round that committed ``ranges`` (its accepted answers') has landed.
 
     ``recorded`` is what the tables record after it. A table that got no files in the round, and
     held or was clean up to where an accepted range began, is clean up to where the range ends:
@@ -144,14 +164,13 @@ def clean_after(accepted: Iterable[Answer], with_files: Iterable[str], recorded:
     """
     files = set(with_files)
     out = {t: dict(o) for t, o in clean.items()}
-    for answer in accepted:
-        for tp, (start, end) in answer.ranges.items():
-            for table, offsets in recorded.items():
-                if table in files or tp not in offsets:
-                    continue
-                reach = max(offsets[tp], out.get(table, {}).get(tp, offsets[tp]))
-                if reach >= start and end > offsets[tp]:
-                    out.setdefault(table, {})[tp] = max(reach, end)
+    for tp, (start, end) in ranges.items():
+        for table, offsets in recorded.items():
+            if table in files or tp not in offsets:
+                continue
+            reach = max(offsets[tp], out.get(table, {}).get(tp, offsets[tp]))
+            if reach >= start and end > offsets[tp]:
+                out.setdefault(table, {})[tp] = max(reach, end)
     # What a table now records itself needs no memory.
     kept = {t: {tp: o for tp, o in offs.items() if o > recorded.get(t, {}).get(tp, -1)} for t, offs in out.items()}
     return {t: offs for t, offs in kept.items() if offs}

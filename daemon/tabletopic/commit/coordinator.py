@@ -22,7 +22,7 @@ from typing import Protocol
 import structlog
 from aiokafka.errors import KafkaError
 
-from tabletopic.commit.commit_state import CommitState, clean_after, judge
+from tabletopic.commit.commit_state import CommitState, judge
 from tabletopic.commit.events import Answer, Message, Start, Verdict
 from tabletopic.commit.table_commits import RoundOutcome
 from tabletopic.commit.worker import Sender
@@ -39,6 +39,8 @@ class CoordinatorTables(Protocol):
     def recorded(self, names: Iterable[str] = ()) -> dict[str, dict[TopicPartition, int]]: ...
 
     def reset(self) -> None: ...
+
+    def clean(self) -> dict[str, dict[TopicPartition, int]]: ...
 
     def invalid_files(self, answer: Answer) -> str | None: ...
 
@@ -85,7 +87,6 @@ class Coordinator:
         self._answers: dict[str, Answer] = {}  # answers with data, by id, until a round judges them
         # Per table, offsets past what it records that this coordinator's committed rounds hold no rows
         # for (see commit_state.judge); forgotten with the epoch and after any failed round.
-        self._clean: dict[str, dict[TopicPartition, int]] = {}
         self._round: CommitState | None = None
         self._round_done = asyncio.Event()
         self._wake = asyncio.Event()
@@ -99,7 +100,6 @@ class Coordinator:
         if leader and (not self.leader or generation != self.epoch):
             self.epoch = generation
             self._answers.clear()
-            self._clean = {}
             self._tables.reset()  # read the tables afresh: an earlier coordinator may have committed
             self._last_progress = self._clock()
             self._log.info("coordinating commits", epoch=generation, partitions=len(partitions))
@@ -240,14 +240,15 @@ class Coordinator:
         rejected: dict[str, str] = {}
         valid = []
         for answer in answers:
-            why = self._too_old(answer) or (
-                await asyncio.to_thread(self._tables.invalid_files, answer) if answer.tables else None)
+            why = await asyncio.to_thread(self._tables.invalid_files, answer) if answer.tables else None
             if why is None:
                 valid.append(answer)
             else:
                 rejected[answer.answer_id] = why
         names = {t for a in valid for t in (*a.floors, *a.tables)}
-        judgement = judge(valid, await asyncio.to_thread(self._tables.recorded, names), self._clean)
+        max_wait_ms = self._maintenance.max_file_wait_s * 1000 if self._maintenance is not None else None
+        judgement = judge(valid, await asyncio.to_thread(self._tables.recorded, names), self._tables.clean(),
+                          self._wall_clock() * 1000, max_wait_ms)
         rejected.update(judgement.rejected)
         for answer_id, why in rejected.items():
             self._log.info("answer rejected; its worker reads again from the tables", answer=answer_id[:12],
@@ -264,29 +265,14 @@ class Coordinator:
             self.last_error = None
             self._last_progress = self._clock()
             offsets = await asyncio.to_thread(self._tables.recorded)
-            self._clean = clean_after(judgement.accepted, judgement.tables(), offsets, self._clean)
         else:
             # Nothing of this round counts as committed for the workers unless every table took it.
             why = "; ".join(f"{t}: {w}" for t, w in outcome.failed.items())
             rejected.update({a: f"the commit failed: {why}" for a in accepted})
             accepted, offsets = [], {}
-            self._clean = {}
             self.last_error = why
         await self._channel.send(Verdict(self.connector, state.commit_id, self.epoch, tuple(accepted), rejected,
                                          offsets))
-
-    def _too_old(self, answer: Answer) -> str | None:
-        """Why files that waited too long are not committed: orphan removal may take a file once it is
-        twice this old, so one never lands in a snapshot after that."""
-        if self._maintenance is None:
-            return None
-        limit_ms = self._maintenance.max_file_wait_s * 1000
-        now_ms = self._wall_clock() * 1000
-        for table, files in answer.tables.items():
-            if files.written_at_ms is not None and now_ms - files.written_at_ms > limit_ms:
-                return (f"files for {table} were written {(now_ms - files.written_at_ms) / 1000:.0f}s ago, longer "
-                        f"than half of tabletopic.maintenance.orphans.older-than-ms allows")
-        return None
 
     def stalled_for(self) -> float:
         """Seconds since this coordinator's last round that committed (0 when not coordinating)."""

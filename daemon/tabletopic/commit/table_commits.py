@@ -20,6 +20,7 @@ from typing import Any
 
 import structlog
 
+from tabletopic.commit.commit_state import clean_after
 from tabletopic.commit.events import Answer
 from tabletopic.commit.table_committer import CommitFailed, CommitFenced, CommitResult, TableCommitter
 from tabletopic.observe.metrics import SinkMetrics
@@ -55,6 +56,9 @@ class TableCommits:
         self._timeout_s = timeout_s
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"commit-{metrics.connector}")
         self._offsets: dict[str, dict[TopicPartition, int]] = {}
+        # Per table, offsets past what it records up to which this coordinator's committed rounds hold
+        # no rows for it (see commit_state.judge): known only from those rounds, forgotten with _offsets.
+        self._clean: dict[str, dict[TopicPartition, int]] = {}
         self._last_commit: dict[str, int] = {}
         self._rounds = 0
 
@@ -76,6 +80,10 @@ class TableCommits:
     def reset(self) -> None:
         """Forget what the tables record: another coordinator may have committed since."""
         self._offsets.clear()
+        self._clean.clear()
+
+    def clean(self) -> dict[str, dict[TopicPartition, int]]:
+        return {t: dict(o) for t, o in self._clean.items()}
 
     def invalid_files(self, answer: Answer) -> str | None:
         """Why an answer's files cannot be added to their tables, or None."""
@@ -116,6 +124,9 @@ class TableCommits:
                 outcome.fenced |= isinstance(result, CommitFenced)
         if not outcome.ok:
             self.reset()
+            return outcome
+        ranges = {tp: (starts[tp], end) for tp, end in positions.items()}
+        self._clean = clean_after(ranges, by_table, await asyncio.to_thread(self.recorded), self._clean)
         return outcome
 
     async def _commit_table(self, table: str, files: TableFiles | None, positions: dict[TopicPartition, int],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tabletopic.commit.commit_state import CommitState, clean_after, judge
+from tabletopic.write.write_result import TableFiles
 from tests.unit.fakes import TP0, TP1, answer, files
 
 
@@ -102,20 +103,32 @@ def test_a_round_without_rows_for_a_table_lets_the_next_range_start_past_what_it
     # so db.t still records 30. The next answer starts at 31 with rows for db.t, cut at its floor 30.
     empty = answer("a1", "r1", [TP0], {TP0: (30, 31)}, {}, {})
     first = judge([empty], {"db.t": {TP0: 30}})
-    clean = clean_after(first.accepted, first.tables(), {"db.t": {TP0: 30}}, {})
+    clean = clean_after(first.ranges(), first.tables(), {"db.t": {TP0: 30}}, {})
     assert clean == {"db.t": {TP0: 31}}
     nxt = answer("a2", "r2", [TP0], {TP0: (31, 61)}, {"db.t": {TP0: 30}}, {"db.t": files("/wh/2")})
     assert "a gap" in judge([nxt], {"db.t": {TP0: 30}}).rejected["a2"]  # without the memory: read again
     assert [a.answer_id for a in judge([nxt], {"db.t": {TP0: 30}}, clean).accepted] == ["a2"]
     # Once db.t records 61 itself, there is nothing left to remember.
-    assert clean_after([nxt], ["db.t"], {"db.t": {TP0: 61}}, clean) == {}
+    assert clean_after(nxt.ranges, ["db.t"], {"db.t": {TP0: 61}}, clean) == {}
 
 
 def test_a_table_that_lags_elsewhere_gains_no_memory_and_stale_floors_stay_refused() -> None:
     # db.b records 5 but the round took 20..30: nothing says 5..20 held no rows for db.b.
     round_ = answer("a1", "r1", [TP0], {TP0: (20, 30)}, {"db.a": {TP0: 20}}, {"db.a": files("/wh/a")})
-    assert clean_after([round_], ["db.a"], {"db.a": {TP0: 30}, "db.b": {TP0: 5}}, {}) == {}
+    assert clean_after(round_.ranges, ["db.a"], {"db.a": {TP0: 30}, "db.b": {TP0: 5}}, {}) == {}
     # Memory never excuses rows cut against a floor the table no longer records (a zombie's).
     stale = answer("a2", "r2", [TP0], {TP0: (31, 40)}, {"db.t": {TP0: 10}}, {"db.t": files("/wh/z")})
     why = judge([stale], {"db.t": {TP0: 30}}, {"db.t": {TP0: 31}}).rejected["a2"]
     assert "the rows were cut at 10" in why
+
+
+def test_files_written_longer_ago_than_maintenance_allows_are_refused() -> None:
+    # Orphan removal may take a file twice this old: such files must never reach a snapshot.
+    old = TableFiles([{"file-path": "/wh/old", "content": "data"}], 1, None, written_at_ms=900_000)
+    new = TableFiles([{"file-path": "/wh/new", "content": "data"}], 1, None, written_at_ms=999_000)
+    late = answer("a1", "r1", [TP0], {TP0: (0, 1)}, {"db.t": {}}, {"db.t": old})
+    fresh = answer("a2", "r1", [TP1], {TP1: (0, 1)}, {"db.t": {}}, {"db.t": new})
+    result = judge([late, fresh], {}, now_ms=1_000_000, max_file_wait_ms=60_000)
+    assert [a.answer_id for a in result.accepted] == ["a2"]
+    assert "written 100s ago" in result.rejected["a1"]
+    assert [a.answer_id for a in judge([late], {}, now_ms=1_000_000).accepted] == ["a1"]  # no maintenance: no bound
