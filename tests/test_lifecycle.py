@@ -97,7 +97,7 @@ def test_a_writer_whose_table_moved_on_is_fenced(bootstrap: str, spark: SparkRun
         offsets = task.committed_offsets(table)
         if not state["injected"] and offsets.get((topic, 0)) == 100:
             # Another writer takes partition 0 and commits up to 150, as a new owner would.
-            handle = task.tables.get(table)
+            handle = daemon.connectors[0].parts.sink.tables.get(table)
             TableCommitter(lambda: spark.jvm, "other", group).commit(
                 handle, None, {(topic, 0): 150}, {(topic, 0): 100}, None)
             state["injected"] = True

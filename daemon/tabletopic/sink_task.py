@@ -14,34 +14,24 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 import numpy as np
 import structlog
 
 from tabletopic.buffer.partition_ledger import PartitionLedger
-from tabletopic.commit.table_commits import TableCommits
-from tabletopic.commit.table_committer import TableCommitter
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.convert.records import RawRecords, SinkRecords
 from tabletopic.failed_records import FailedRecords, RecordFailure
 from tabletopic.isolation import SystemUnavailable, apply_isolating
-from tabletopic.kafka_clients import KafkaClients
-from tabletopic.maintain.maintainer import Maintainer
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.staging import Staging, payload_sizes
-from tabletopic.start_positions import GroupOffsets, StartPositions, table_reader
+from tabletopic.start_positions import GroupOffsets, StartPositions
+from tabletopic.system_outages import SystemOutages
 from tabletopic.topic_partition import TopicPartition
-from tabletopic.write.file_writer import FileWriter
 from tabletopic.write.iceberg_tables import (
-    JAVA_ERRORS,
-    CatalogUnavailable,
-    IcebergTables,
     TableError,
-    java_error_message,
 )
 from tabletopic.write.sink_writer import SinkWriter
-from tabletopic.write.spark_session import SparkRuntime
 from tabletopic.write.write_result import WriteResult
 
 log = structlog.get_logger(__name__)
@@ -49,33 +39,23 @@ log = structlog.get_logger(__name__)
 # Group offsets only feed lag tools: never let an unreachable broker hold a round up.
 _GROUP_COMMIT_TIMEOUT_S = 10.0
 GroupCommit = Callable[[dict[TopicPartition, int]], Awaitable[None]]
-T = TypeVar("T")
 
 
 class SinkTask:
-    def __init__(self, config: ConnectorConfig, clients: KafkaClients, spark: SparkRuntime,
-                 metrics: SinkMetrics) -> None:
+    """The sink the consumer feeds and the worker role asks to write; its parts are built by the connector's
+    runtime (:mod:`tabletopic.connectors.parts`)."""
+
+    def __init__(self, config: ConnectorConfig, metrics: SinkMetrics, staging: Staging, ledger: PartitionLedger,
+                 writer: SinkWriter, starts: StartPositions, failed: FailedRecords, outages: SystemOutages) -> None:
         self.config = config
         self.metrics = metrics
         self.log = log.bind(connector=config.name)
-        self.staging = Staging(config)
-        self.tables = IcebergTables(spark, config)
-        self.table_commits = TableCommits(
-            self.tables, TableCommitter(lambda: spark.jvm, config.name, config.group_id,
-                                        lambda table: metrics.commit_retries.labels(table=table).inc(),
-                                        lambda table: self.maintainer.commit_positions.committing(table)), metrics,
-            config.group_id, list(config.tables or []), config.offsets_refresh_rounds,
-            config.commit_timeout_ms / 1000, config.commit_threads)
-        self.maintainer = Maintainer(config.name, config.group_id, self.tables, config.maintenance, metrics,
-                                     lambda: {*self.tables.known(), *(config.tables or [])},
-                                     enabled=lambda table: config.maintenance.enabled_for(config.table(table).keyed))
-        read_table = table_reader(self.tables, config.group_id)
-        self.ledger = PartitionLedger(lambda table: read_table(table).offsets)
-        self.writer = SinkWriter(self.tables, FileWriter(spark, config.write_props, metrics), metrics,
-                                 config.buffer_flush_bytes, config.case_insensitive, self.ledger, config.evolve_schema)
-        self.starts = StartPositions(config, self.tables, self.ledger, self.writer, read_table, self._read_tables,
-                                     self.log)
-        self.failed = FailedRecords(config, metrics, clients)
+        self.staging = staging
+        self.ledger = ledger
+        self.writer = writer
+        self.starts = starts
+        self.failed = failed
+        self.outages = outages
         self.assigned: set[TopicPartition] = set()
         self.active_topics: set[str] = set()  # topics records came from: Connect's GET /connectors/{c}/topics
         self._write_lock = asyncio.Lock()
@@ -83,8 +63,6 @@ class SinkTask:
         self._reseek: Callable[[], Awaitable[None]] | None = None
         self._seek: Callable[[TopicPartition, int], None] | None = None
         self._waiting_bytes: Callable[[], int] = lambda: 0
-        self._system_failures = 0  # in a row; reset by a batch staged without one
-        self.system_error: str | None = None
         self.last_error: str | None = None  # why this worker's last answer was lost; cleared by a commit
 
     def bind_consumer(self, group_commit: GroupCommit, group_offsets: GroupOffsets,
@@ -101,9 +79,6 @@ class SinkTask:
 
     async def stop(self) -> None:
         await self.failed.stop()
-        self.table_commits.close()
-        self.maintainer.close()
-        self.tables.close()
 
     # -- ingest -----------------------------------------------------------------------------------
     async def ingest(self, raw: RawRecords) -> None:
@@ -127,11 +102,11 @@ class SinkTask:
             start = position if position is not None else int(raw.offsets[0])
             if position is None:
                 self.ledger.seek(tp, start)  # without a position the next batch would be taken as it comes
-            await self._system_failed(exc)
+            await self.outages.failed(exc)
             if self._seek is not None and tp in self.assigned and self.ledger.position(tp) == start:
                 self._seek(tp, start)
             return
-        self._system_failures = 0
+        self.outages.recovered()
         settled = self.ledger.settled_below(tp)
         # Failures read again below what the tables hold (a restart went back to the consumer group's
         # offset, which is committed after the tables) failed before, and reached the dead-letter topic then.
@@ -155,30 +130,6 @@ class SinkTask:
         """Whether records judged against ``position`` may still be taken, once no start is being decided."""
         await self.starts.undecided(tp)
         return tp in self.assigned and self.ledger.position(tp) == position
-
-    async def _read_tables(self, read: Callable[[], T]) -> T:
-        """``read()`` in a thread, retried with backoff while the catalog or storage fails."""
-        while True:
-            try:
-                result = await asyncio.to_thread(read)
-            except (CatalogUnavailable, *JAVA_ERRORS) as exc:
-                why = exc if isinstance(exc, CatalogUnavailable) else CatalogUnavailable(java_error_message(exc))
-                await self._system_failed(why)
-                continue
-            self._system_failures = 0
-            return result
-
-    async def _system_failed(self, exc: SystemUnavailable) -> None:
-        self._system_failures += 1
-        self.system_error = str(exc)
-        self.metrics.catalog_failures.inc()
-        if self._system_failures >= self.config.catalog_max_failures:
-            raise type(exc)(f"{exc} ({self._system_failures} failures in a row; "
-                            "tabletopic.catalog.max-consecutive-failures)") from exc
-        backoff = min(30.0, 2.0 ** (self._system_failures - 1))
-        self.log.warning("a system the sink needs is unavailable; records will be read again", error=str(exc),
-                         failures=self._system_failures, retry_in_s=backoff)
-        await asyncio.sleep(backoff)
 
     def _stage(self, raw: RawRecords, value_sizes: np.ndarray,
                key_sizes: np.ndarray) -> tuple[list[RecordFailure], dict[str, list[SinkRecords]]]:
@@ -299,8 +250,8 @@ class SinkTask:
     def ready(self) -> tuple[bool, str]:
         if not self.assigned:
             return False, "no partitions assigned"
-        if self._system_failures:
-            return False, f"catalog, storage or schema registry unavailable: {self.system_error}"
+        if self.outages.in_a_row:
+            return False, f"catalog, storage or schema registry unavailable: {self.outages.last_error}"
         if self.last_error:
             return False, f"last commit failed: {self.last_error}"
         return True, "ok"

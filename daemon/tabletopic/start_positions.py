@@ -10,20 +10,18 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from tabletopic.buffer.partition_ledger import PartitionLedger
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.offsets.java_sink import check_takeover, java_sink_commit
 from tabletopic.offsets.source_offsets import Recorded, read_recorded, tables_recording
+from tabletopic.system_outages import SystemOutages
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.iceberg_tables import IcebergTables, java_error_message
 from tabletopic.write.sink_writer import SinkWriter
 
-T = TypeVar("T")
 GroupOffsets = Callable[[list[TopicPartition]], Awaitable[dict[TopicPartition, int]]]
-# ``read()`` in a thread, retried while the catalog or storage fails: the sink task's, which counts failures.
-ReadTables = Callable[[Callable[[], T]], Awaitable[T]]
 
 
 def table_reader(tables: IcebergTables, group_id: str) -> Callable[[str], Recorded]:
@@ -37,14 +35,14 @@ def table_reader(tables: IcebergTables, group_id: str) -> Callable[[str], Record
 
 class StartPositions:
     def __init__(self, config: ConnectorConfig, tables: IcebergTables, ledger: PartitionLedger,
-                 writer: SinkWriter, read_table: Callable[[str], Recorded], read_tables: ReadTables[Any],
+                 writer: SinkWriter, read_table: Callable[[str], Recorded], outages: SystemOutages,
                  log: Any) -> None:
         self._config = config
         self._read_table = read_table
         self._tables = tables
         self._ledger = ledger
         self._writer = writer
-        self._read_tables = read_tables
+        self._read_tables = outages.read  # retried while the catalog or storage fails
         self._log = log
         self.group_offsets: GroupOffsets | None = None  # the consumer's, once it is bound
         # Partitions whose start is being read from the tables (by how many readings), and the event

@@ -12,22 +12,27 @@ from __future__ import annotations
 import asyncio
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import structlog
 from aiokafka.errors import KafkaError
 from prometheus_client import CollectorRegistry
 
 from tabletopic import exit_codes
-from tabletopic.commit.channel import Channel
 from tabletopic.commit.member import Member
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig
+from tabletopic.connectors.parts import ConnectorParts, build_parts, build_sink
 from tabletopic.consume.agent import FaustConsumer
 from tabletopic.kafka_clients import KafkaAccessError, KafkaClients, KafkaUnavailable
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.sink_task import SinkTask
-from tabletopic.write.iceberg_tables import JAVA_ERRORS, CatalogUnavailable, TableError, java_error_message
+from tabletopic.write.iceberg_tables import (
+    JAVA_ERRORS,
+    CatalogUnavailable,
+    IcebergTables,
+    TableError,
+    java_error_message,
+)
 from tabletopic.write.spark_session import SparkRuntime
 
 log = structlog.get_logger(__name__)
@@ -44,13 +49,6 @@ class _FinalCommitFailed(RuntimeError):
     pass
 
 
-@dataclass
-class _Parts:
-    task: SinkTask
-    member: Member
-    consumer: FaustConsumer
-
-
 class ConnectorRuntime:
     def __init__(self, config: ConnectorConfig, worker: WorkerConfig, kafka: KafkaClients, spark: SparkRuntime,
                  registry: CollectorRegistry, on_change: Callable[[ConnectorRuntime], None] = lambda r: None) -> None:
@@ -64,7 +62,7 @@ class ConnectorRuntime:
         self.state = UNASSIGNED
         self.trace: str | None = None
         self.exit_code = exit_codes.OK  # what a failure asks of the process, when failures stop it
-        self.parts: _Parts | None = None
+        self.parts: ConnectorParts | None = None
         self._joined = False  # its consumer joined the group: stopping means a final commit and leaving
         self._watcher: asyncio.Task[None] | None = None
         self._stopping: asyncio.Task[int] | None = None
@@ -108,16 +106,11 @@ class ConnectorRuntime:
             if probe:
                 for role in ("consumer", "producer"):
                     await clients.probe(role)
-            task = await asyncio.to_thread(SinkTask, self.config, clients, self._spark, self._metrics)
-            member = Member(self.config.name, Channel(clients, self.config.control_topic, self.config.name,
-                                                      on_skipped=self._metrics.control_messages_skipped.inc),
-                            task, task.table_commits, self._metrics, self.config.commit_interval_ms / 1000,
-                            self.config.commit_timeout_ms / 1000, self.config.commit_stall_intervals,
-                            maintenance=task.maintainer)
-            consumer = FaustConsumer(self.config, self._worker, clients, task, member)
-            self.parts = _Parts(task, member, consumer)
-            await asyncio.to_thread(check_catalog, task)
-            await task.start()
+            sink = await asyncio.to_thread(build_sink, self.config, clients, self._spark, self._metrics)
+            self.parts = build_parts(sink, self.config, self._worker, clients, self._metrics)
+            member, consumer = self.parts.member, self.parts.consumer
+            await asyncio.to_thread(check_catalog, sink.tables, self.config)
+            await sink.task.start()
             await member.start()
             self._joined = True  # from here on, stopping it means committing and leaving the group
             if paused:
@@ -225,6 +218,7 @@ class ConnectorRuntime:
         if not self._joined:  # built, or half started: nothing buffered, no group joined
             await parts.member.stop()
             await parts.task.stop()
+            parts.sink.close()
             return self.exit_code
         await parts.consumer.drain()
         try:
@@ -250,9 +244,10 @@ class ConnectorRuntime:
             self.log.warning("could not leave the consumer group in time; the broker will expire the member")
         await parts.member.stop()
         await parts.task.stop()
+        parts.sink.close()
         return self.exit_code
 
-    async def _final_round(self, parts: _Parts, timeout_s: float) -> None:
+    async def _final_round(self, parts: ConnectorParts, timeout_s: float) -> None:
         await parts.task.writer.wait_for_flushes()
         if not await parts.member.flush("shutdown", timeout_s):
             raise _FinalCommitFailed(parts.task.last_error or parts.member.coordinator.last_error
@@ -283,15 +278,15 @@ class ConnectorRuntime:
         return set(self.parts.task.assigned) if self.parts is not None else set()
 
 
-def check_catalog(task: SinkTask) -> None:
+def check_catalog(tables: IcebergTables, config: ConnectorConfig) -> None:
     """The catalog answers, and the static tables can be opened: before joining the group."""
     try:
-        task.tables.jvm_catalog()
-        for name in task.config.tables or []:
-            task.tables.exists(name)
+        tables.jvm_catalog()
+        for name in config.tables or []:
+            tables.exists(name)
     except TableError:
         raise
     except (*JAVA_ERRORS, CatalogUnavailable) as exc:
         why = str(exc) if isinstance(exc, CatalogUnavailable) else java_error_message(exc)
-        raise StartupError(f"connector {task.config.name}: the Iceberg catalog {task.config.catalog_name!r} "
+        raise StartupError(f"connector {config.name}: the Iceberg catalog {config.catalog_name!r} "
                            f"is not reachable ({why}); check iceberg.catalog.*") from exc

@@ -1,0 +1,96 @@
+"""The composition root of one connector: every part it runs, built once and in order, each handed what it needs.
+
+Nothing below builds another part: the tables, the ledger of positions, the writer, the maintainer,
+the table commits, the staging, the start positions, the sink task, the commit member and the
+consumer are made here, and whoever made them (the connector's runtime) stops them.  The one late
+binding left is the consumer's: it is built on the sink task, and hands it back its group commit,
+group offsets and seeks (``SinkTask.bind_consumer``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+
+from tabletopic.buffer.partition_ledger import PartitionLedger
+from tabletopic.commit.channel import Channel
+from tabletopic.commit.member import Member
+from tabletopic.commit.table_commits import TableCommits
+from tabletopic.commit.table_committer import TableCommitter
+from tabletopic.config.connector import ConnectorConfig
+from tabletopic.config.worker import WorkerConfig
+from tabletopic.consume.agent import FaustConsumer
+from tabletopic.failed_records import FailedRecords
+from tabletopic.kafka_clients import KafkaClients
+from tabletopic.maintain.maintainer import Maintainer
+from tabletopic.observe.metrics import SinkMetrics
+from tabletopic.sink_task import SinkTask
+from tabletopic.staging import Staging
+from tabletopic.start_positions import StartPositions, table_reader
+from tabletopic.system_outages import SystemOutages
+from tabletopic.write.file_writer import FileWriter
+from tabletopic.write.iceberg_tables import IcebergTables
+from tabletopic.write.sink_writer import SinkWriter
+from tabletopic.write.spark_session import SparkRuntime
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class SinkParts:
+    """What touches the tables: built in a thread, as opening a catalog calls into the JVM."""
+
+    tables: IcebergTables
+    task: SinkTask
+    table_commits: TableCommits
+    maintainer: Maintainer
+
+    def close(self) -> None:
+        self.table_commits.close()
+        self.maintainer.close()
+        self.tables.close()
+
+
+@dataclass
+class ConnectorParts:
+    sink: SinkParts
+    member: Member
+    consumer: FaustConsumer
+
+    @property
+    def task(self) -> SinkTask:
+        return self.sink.task
+
+
+def build_sink(config: ConnectorConfig, clients: KafkaClients, spark: SparkRuntime,
+               metrics: SinkMetrics) -> SinkParts:
+    connector_log = log.bind(connector=config.name)
+    tables = IcebergTables(spark, config)
+    read_table = table_reader(tables, config.group_id)
+    ledger = PartitionLedger(lambda table: read_table(table).offsets)
+    writer = SinkWriter(tables, FileWriter(spark, config.write_props, metrics), metrics, config.buffer_flush_bytes,
+                        config.case_insensitive, ledger, config.evolve_schema)
+    maintainer = Maintainer(config.name, config.group_id, tables, config.maintenance, metrics,
+                            lambda: {*tables.known(), *(config.tables or [])},
+                            enabled=lambda table: config.maintenance.enabled_for(config.table(table).keyed))
+    committer = TableCommitter(lambda: spark.jvm, config.name, config.group_id,
+                               lambda table: metrics.commit_retries.labels(table=table).inc(),
+                               maintainer.commit_positions.committing)
+    table_commits = TableCommits(tables, committer, metrics, config.group_id, list(config.tables or []),
+                                 config.offsets_refresh_rounds, config.commit_timeout_ms / 1000, config.commit_threads)
+    outages = SystemOutages(config.catalog_max_failures, metrics, connector_log)
+    starts = StartPositions(config, tables, ledger, writer, read_table, outages, connector_log)
+    task = SinkTask(config, metrics, Staging(config), ledger, writer, starts, FailedRecords(config, metrics, clients),
+                    outages)
+    return SinkParts(tables, task, table_commits, maintainer)
+
+
+def build_parts(sink: SinkParts, config: ConnectorConfig, worker: WorkerConfig, clients: KafkaClients,
+                metrics: SinkMetrics) -> ConnectorParts:
+    """The protocol member and the consumer, on the sink: in the event loop's thread, which Faust needs."""
+    channel = Channel(clients, config.control_topic, config.name, on_skipped=metrics.control_messages_skipped.inc)
+    member = Member(config.name, channel, sink.task, sink.table_commits, metrics, config.commit_interval_ms / 1000,
+                    config.commit_timeout_ms / 1000, config.commit_stall_intervals, maintenance=sink.maintainer)
+    consumer = FaustConsumer(config, worker, clients, sink.task, member)
+    return ConnectorParts(sink, member, consumer)

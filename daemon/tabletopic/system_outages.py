@@ -1,0 +1,55 @@
+"""Outages of a system the sink needs (catalog, storage, schema registry): retried with backoff, counted,
+and reported; too many failures in a row stop the connector.
+
+A failure here is never the records' fault, so nothing is dead-lettered for it: the work is tried
+again, and the records are read again from the first one not taken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from tabletopic.isolation import SystemUnavailable
+from tabletopic.observe.metrics import SinkMetrics
+from tabletopic.write.iceberg_tables import JAVA_ERRORS, CatalogUnavailable, java_error_message
+
+T = TypeVar("T")
+
+
+class SystemOutages:
+    def __init__(self, max_in_a_row: int, metrics: SinkMetrics, log: Any) -> None:
+        self._max_in_a_row = max_in_a_row
+        self._metrics = metrics
+        self._log = log
+        self.in_a_row = 0  # reset by work done without one
+        self.last_error: str | None = None
+
+    async def failed(self, exc: SystemUnavailable) -> None:
+        """Count ``exc`` and wait out its backoff; raise once tabletopic.catalog.max-consecutive-failures is reached."""
+        self.in_a_row += 1
+        self.last_error = str(exc)
+        self._metrics.catalog_failures.inc()
+        if self.in_a_row >= self._max_in_a_row:
+            raise type(exc)(f"{exc} ({self.in_a_row} failures in a row; "
+                            "tabletopic.catalog.max-consecutive-failures)") from exc
+        backoff = min(30.0, 2.0 ** (self.in_a_row - 1))
+        self._log.warning("a system the sink needs is unavailable; records will be read again", error=str(exc),
+                          failures=self.in_a_row, retry_in_s=backoff)
+        await asyncio.sleep(backoff)
+
+    def recovered(self) -> None:
+        self.in_a_row = 0
+
+    async def read(self, read: Callable[[], T]) -> T:
+        """``read()`` in a thread, retried with backoff while the catalog or storage fails."""
+        while True:
+            try:
+                result = await asyncio.to_thread(read)
+            except (CatalogUnavailable, *JAVA_ERRORS) as exc:
+                why = exc if isinstance(exc, CatalogUnavailable) else CatalogUnavailable(java_error_message(exc))
+                await self.failed(why)
+                continue
+            self.recovered()
+            return result
