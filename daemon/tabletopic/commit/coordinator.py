@@ -24,6 +24,7 @@ from aiokafka.errors import KafkaError
 
 from tabletopic.commit.commit_state import CommitState, judge
 from tabletopic.commit.events import Answer, Message, Start, Verdict
+from tabletopic.commit.maintenance_runs import MaintenanceRuns
 from tabletopic.commit.table_commits import RoundOutcome
 from tabletopic.commit.worker import Sender
 from tabletopic.observe.metrics import SinkMetrics
@@ -48,24 +49,10 @@ class CoordinatorTables(Protocol):
                      by_table: dict[str, TableFiles], started: float, epoch: int) -> RoundOutcome: ...
 
 
-class TableMaintenance(Protocol):
-    """What the coordinator needs of its tables' maintenance (:class:`tabletopic.maintain.maintainer.Maintainer`)."""
-
-    max_file_wait_s: float
-
-    def due(self) -> list[str]: ...
-
-    async def run(self, names: list[str], epoch: int, keep_going: Callable[[], bool]) -> None: ...
-
-    def interrupt(self) -> None: ...
-
-    def resume(self) -> None: ...
-
-
 class Coordinator:
     def __init__(self, connector: str, member: str, channel: Sender, tables: CoordinatorTables,
                  metrics: SinkMetrics, interval_s: float, timeout_s: float,
-                 clock: Callable[[], float] = time.monotonic, maintenance: TableMaintenance | None = None,
+                 clock: Callable[[], float] = time.monotonic, maintenance: MaintenanceRuns | None = None,
                  wall_clock: Callable[[], float] = time.time) -> None:
         self.connector = connector
         self._channel = channel
@@ -75,8 +62,7 @@ class Coordinator:
         self._timeout_s = timeout_s
         self._clock = clock
         self._wall_clock = wall_clock
-        self._maintenance = maintenance
-        self._maintaining: asyncio.Task[None] | None = None  # owned: started after rounds, stopped on resign/close
+        self._maintenance = maintenance or MaintenanceRuns(None, connector, log)  # its member's: runs between rounds
         self._log = log.bind(connector=connector, member=member)
         self.leader = False
         self.epoch = -1
@@ -119,8 +105,7 @@ class Coordinator:
             self.leader = False
             self._metrics.coordinator.set(0)
             self._round_done.set()
-            if self._maintenance is not None and self._maintaining is not None:
-                self._maintenance.interrupt()
+            self._maintenance.interrupt()
 
     # -- messages -----------------------------------------------------------------------------------
     async def receive(self, message: Message) -> None:
@@ -154,9 +139,14 @@ class Coordinator:
                 except KafkaError as exc:  # the broker: the next round tries again, /ready tells meanwhile
                     self.last_error = f"control topic: {exc}"
                     self._log.error("round failed; the next one tries again", error=str(exc))
-                self._maybe_maintain()
+                if self.leader and not self.closing:
+                    self._maintenance.between_rounds(self.epoch, self.holds(self.epoch))
             # Counted from the round's start, so commits come once per interval, not interval + round.
             next_at = started + self._interval_s
+
+    def holds(self, epoch: int) -> Callable[[], bool]:
+        """Whether this coordinator still holds ``epoch``, and is not closing: what a maintenance run goes on under."""
+        return lambda: self.leader and self.epoch == epoch and not self.closing
 
     async def _wait_until(self, deadline: float) -> None:
         """Until ``deadline``, or sooner if an unasked or late answer wants a commit."""
@@ -169,43 +159,8 @@ class Coordinator:
         self.closing = True
         self._round_done.set()
         # Briefly: a cancelled Spark job ends at once, and the stop timeout is for the final commit.
-        await self.stop_maintenance(timeout_s=10.0)
+        await self._maintenance.stop(timeout_s=10.0)
         async with self._lock:
-            pass
-
-    # -- maintenance --------------------------------------------------------------------------------
-    def _maybe_maintain(self) -> None:
-        """Between rounds: start maintaining the tables that are due, unless a run is under way."""
-        if self._maintenance is None or not self.leader or self.closing:
-            return
-        if self._maintaining is not None and not self._maintaining.done():
-            return
-        names = self._maintenance.due()
-        if not names:
-            return
-        epoch = self.epoch
-        self._maintenance.resume()
-        self._maintaining = asyncio.create_task(
-            self._maintenance.run(names, epoch, lambda: self.leader and self.epoch == epoch and not self.closing),
-            name=f"maintenance-{self.connector}")
-        self._maintaining.add_done_callback(self._on_maintenance_done)
-
-    def _on_maintenance_done(self, task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None:  # run() handles table failures itself
-            self.last_error = f"maintenance: {task.exception()}"
-            self._log.error("maintenance run failed", error=str(task.exception()))
-
-    async def stop_maintenance(self, timeout_s: float = 60.0) -> None:
-        """Interrupt a run under way and wait for it (its Spark job is cancelled; groups it committed stay)."""
-        task, self._maintaining = self._maintaining, None
-        if task is None or self._maintenance is None:
-            return
-        self._maintenance.interrupt()
-        try:
-            await asyncio.wait_for(asyncio.shield(task), timeout_s)
-        except asyncio.TimeoutError:
-            self._log.warning("maintenance did not stop in time; its work is redone at the next run")
-        except Exception:  # already reported by its done callback
             pass
 
     async def run_round(self, reason: str) -> None:
@@ -246,7 +201,8 @@ class Coordinator:
             else:
                 rejected[answer.answer_id] = why
         names = {t for a in valid for t in (*a.floors, *a.tables)}
-        max_wait_ms = self._maintenance.max_file_wait_s * 1000 if self._maintenance is not None else None
+        max_wait_s = self._maintenance.max_file_wait_s
+        max_wait_ms = max_wait_s * 1000 if max_wait_s is not None else None
         judgement = judge(valid, await asyncio.to_thread(self._tables.recorded, names), self._tables.clean(),
                           self._wall_clock() * 1000, max_wait_ms)
         rejected.update(judgement.rejected)

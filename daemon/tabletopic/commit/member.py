@@ -24,8 +24,9 @@ from collections.abc import Iterable
 import structlog
 
 from tabletopic.commit.channel import Channel
-from tabletopic.commit.coordinator import Coordinator, CoordinatorTables, TableMaintenance
+from tabletopic.commit.coordinator import Coordinator, CoordinatorTables
 from tabletopic.commit.events import Message
+from tabletopic.commit.maintenance_runs import MaintenanceRuns, TableMaintenance
 from tabletopic.commit.worker import Worker, WorkerSink
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.topic_partition import TopicPartition
@@ -45,11 +46,12 @@ class Member:
         self._interval_s = interval_s
         self._timeout_s = timeout_s
         self._stall_s = stall_intervals * interval_s + timeout_s
-        self.worker = Worker(connector, self.id, channel, sink, resend_after_s=interval_s + timeout_s)
-        self.coordinator = Coordinator(connector, self.id, channel, tables, metrics, interval_s, timeout_s,
-                                       maintenance=maintenance)
-        self.generation = -1
         self._log = log.bind(connector=connector, member=self.id)
+        self.worker = Worker(connector, self.id, channel, sink, resend_after_s=interval_s + timeout_s)
+        self.maintenance = MaintenanceRuns(maintenance, connector, self._log)
+        self.coordinator = Coordinator(connector, self.id, channel, tables, metrics, interval_s, timeout_s,
+                                       maintenance=self.maintenance)
+        self.generation = -1
         self._untrusted_logged = False
         self._held: deque[Message] = deque(maxlen=_HELD)  # messages from a generation not reached yet
         self._tasks: list[asyncio.Task[None]] = []
@@ -67,7 +69,7 @@ class Member:
         self.channel.error_future.add_done_callback(self._on_channel_failed)
 
     async def stop(self) -> None:
-        await self.coordinator.stop_maintenance()
+        await self.maintenance.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

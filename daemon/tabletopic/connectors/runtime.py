@@ -264,6 +264,8 @@ class ConnectorRuntime:
             ok, why = self.parts.member.health()
         if ok and self.parts.member.coordinator.last_error:
             ok, why = False, f"last commit failed: {self.parts.member.coordinator.last_error}"
+        if ok and self.parts.member.maintenance.last_error:
+            ok, why = False, f"last maintenance run failed: {self.parts.member.maintenance.last_error}"
         return ok, why
 
     @property

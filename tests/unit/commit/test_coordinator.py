@@ -5,10 +5,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import structlog
+
 from tabletopic.commit.coordinator import Coordinator
 from tabletopic.commit.events import Start, Verdict
+from tabletopic.commit.maintenance_runs import MaintenanceRuns
 from tabletopic.write.write_result import TableFiles
 from tests.unit.fakes import TP0, TP1, FakeChannel, FakeTables, answer, files, metrics, run, settle
+
+LOG = structlog.get_logger(__name__)
 
 
 def _coordinator(timeout_s: float = 3600.0) -> tuple[Coordinator, FakeChannel, FakeTables]:
@@ -191,7 +196,8 @@ def test_files_that_waited_longer_than_half_the_orphan_guard_are_never_committed
         wall = [1_000.0]
         channel, tables = FakeChannel(), FakeTables()
         coordinator = Coordinator("c", "m", channel, tables, metrics(), interval_s=3600.0, timeout_s=0.01,
-                                  maintenance=FakeMaintenance(), wall_clock=lambda: wall[0])
+                                  maintenance=MaintenanceRuns(FakeMaintenance(), "c", LOG),
+                                  wall_clock=lambda: wall[0])
         coordinator.on_assignment(True, 1, frozenset({TP0, TP1}))
         old = TableFiles([{"file-path": "/wh/old", "content": "data"}], 1, None, written_at_ms=900_000)
         new = TableFiles([{"file-path": "/wh/new", "content": "data"}], 1, None, written_at_ms=999_000)
@@ -204,33 +210,45 @@ def test_files_that_waited_longer_than_half_the_orphan_guard_are_never_committed
     run(go())
 
 
-def test_maintenance_starts_between_rounds_under_the_epoch_and_stops_when_the_role_is_lost() -> None:
+def test_maintenance_runs_under_the_epoch_and_stops_when_the_role_is_lost() -> None:
     async def go() -> None:
         maintenance = FakeMaintenance()
+        runs = MaintenanceRuns(maintenance, "c", LOG)
         coordinator = Coordinator("c", "m", FakeChannel(), FakeTables(), metrics(), interval_s=3600.0,
-                                  timeout_s=0.01, maintenance=maintenance)
+                                  timeout_s=0.01, maintenance=runs)
         coordinator.on_assignment(True, 7, frozenset({TP0}))
-        coordinator._maybe_maintain()
-        coordinator._maybe_maintain()  # one run at a time
+        runs.between_rounds(7, coordinator.holds(7))
+        runs.between_rounds(7, coordinator.holds(7))  # one run at a time
         await settle()
         assert maintenance.runs == [(["db.t"], 7)]
         coordinator.resign("a newer coordinator exists")
         await settle()
         assert maintenance.interrupted == 1 and maintenance.still_mine == [False]
-        coordinator._maybe_maintain()  # not coordinating: nothing starts
-        await settle()
-        assert len(maintenance.runs) == 1
     run(go())
 
 
 def test_closing_interrupts_and_awaits_the_maintenance_run() -> None:
     async def go() -> None:
         maintenance = FakeMaintenance()
+        runs = MaintenanceRuns(maintenance, "c", LOG)
         coordinator = Coordinator("c", "m", FakeChannel(), FakeTables(), metrics(), interval_s=3600.0,
-                                  timeout_s=0.01, maintenance=maintenance)
+                                  timeout_s=0.01, maintenance=runs)
         coordinator.on_assignment(True, 1, frozenset({TP0}))
-        coordinator._maybe_maintain()
+        runs.between_rounds(1, coordinator.holds(1))
         await settle()
         await asyncio.wait_for(coordinator.close(), 30)  # a guard against a hang: close must end the run
         assert maintenance.interrupted == 1 and maintenance.still_mine == [False]
+    run(go())
+
+
+def test_a_failed_maintenance_run_is_kept_as_the_reason_until_one_succeeds() -> None:
+    class Failing(FakeMaintenance):
+        async def run(self, names: list[str], epoch: int, keep_going: Any) -> None:
+            raise RuntimeError("spark job aborted")
+
+    async def go() -> None:
+        runs = MaintenanceRuns(Failing(), "c", LOG)
+        runs.between_rounds(1, lambda: True)
+        await settle()
+        assert runs.last_error == "spark job aborted"
     run(go())
