@@ -20,10 +20,10 @@ from typing import Any
 
 from tabletopic import __version__, exit_codes
 from tabletopic.config.connector import ConnectorConfig, parse_connector
-from tabletopic.config.connector_keys import CONNECTOR_KEYS
-from tabletopic.config.definition import ConfigError, Key, KeyType, Problem
+from tabletopic.config.definition import ConfigError, Problem
 from tabletopic.config.files import load_config_file
-from tabletopic.config.worker import WORKER_KEYS, WorkerConfig, parse_worker
+from tabletopic.config.key_reference import key_reference
+from tabletopic.config.worker import WorkerConfig, parse_worker
 
 
 def _load(worker_path: str | None, connector_paths: Sequence[str]) -> tuple[WorkerConfig, list[ConnectorConfig]]:
@@ -238,27 +238,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(records=args.records, intervals=args.intervals, keep=args.keep, lake=args.lake)
 
 
-def _key_rows(keys: dict[str, Key]) -> list[str]:
-    rows = ["| key | default | meaning |", "| --- | --- | --- |"]
-    for key in keys.values():
-        default = "" if key.default is None or key.type is KeyType.PREFIX else key.default
-        if isinstance(default, list):
-            default = ",".join(default)
-        if isinstance(default, bool):
-            default = str(default).lower()
-        allowed = f" One of: {', '.join(key.allowed)}." if key.allowed else ""
-        required = " Required." if key.required else ""
-        earlier = f" Earlier name, still read: {', '.join(f'`{a}`' for a in key.aliases)}." if key.aliases else ""
-        rows.append(f"| `{key.name}` | {f'`{default}`' if default != '' else ''} | "
-                    f"{key.doc}{allowed}{required}{earlier} |")
-    return rows
-
-
 def cmd_keys(_: argparse.Namespace) -> int:
-    print("## Connector keys\n")
-    print("\n".join(_key_rows(CONNECTOR_KEYS)))
-    print("\n## Worker keys\n")
-    print("\n".join(_key_rows(WORKER_KEYS)))
+    print(key_reference())
     return 0
 
 

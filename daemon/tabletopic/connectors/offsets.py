@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from aiokafka import TopicPartition as KafkaTP
 from aiokafka.errors import KafkaError
@@ -85,24 +85,6 @@ class TableOffsets:
         if not held and changes:  # no table yet: the group alone says where to start
             positions = {tp: o for tp, o in changes.items() if o is not None}
         return positions
-
-
-async def committed_offsets(clients: KafkaClients, group: str,
-                            partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-    """The consumer group's committed offsets of ``partitions``, where it holds one."""
-    asked = [KafkaTP(t, p) for t, p in sorted(set(partitions))]
-    if not asked:
-        return {}
-    admin = clients.admin()
-    await admin.start()
-    try:
-        # Named partitions: some brokers answer an OffsetFetch for all of a group's partitions in a form
-        # aiokafka cannot decode.
-        found = await admin.list_consumer_group_offsets(group, partitions=asked)
-    finally:
-        with contextlib.suppress(KafkaError):
-            await admin.close()
-    return {(tp.topic, tp.partition): meta.offset for tp, meta in found.items() if meta.offset >= 0}
 
 
 async def group_members(clients: KafkaClients, group: str) -> int:

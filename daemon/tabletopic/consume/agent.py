@@ -16,7 +16,6 @@ from typing import Any
 
 import faust
 import structlog
-from aiokafka import TopicPartition as KafkaTP
 from faust.types import TP
 
 from tabletopic.commit.member import Member
@@ -25,6 +24,7 @@ from tabletopic.config.worker import WorkerConfig
 from tabletopic.consume.batch_fetch import BatchingApp, Fetch
 from tabletopic.consume.continuity import STALE, Decision, decide
 from tabletopic.consume.faust_aiokafka import commit_offsets, kafka_consumer, paused_partitions, set_resubscribe_delay
+from tabletopic.consume.group_offsets import committed_offsets, report_lag
 from tabletopic.consume.topic_watch import TopicWatch
 from tabletopic.convert.records import RawRecords
 from tabletopic.failed_records import RecordFailed
@@ -106,7 +106,8 @@ class FaustConsumer:
         if self._watch is not None:
             self._subscribe(await self._watch.matching())
         await self.app.start()
-        self._tasks.append(asyncio.get_running_loop().create_task(self._report_lag(), name="lag"))
+        self._tasks.append(asyncio.get_running_loop().create_task(
+            report_lag(self.app, self.task.ledger, self.task.metrics, self.log, _LAG_EVERY_S), name="lag"))
         if self._watch is not None:
             self._tasks.append(asyncio.get_running_loop().create_task(self._watch_topics(), name="topic-watch"))
 
@@ -299,35 +300,7 @@ class FaustConsumer:
             await commit_offsets(self.app, offsets)
 
     async def _group_offsets(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        admin = self.clients.admin()
-        await admin.start()
-        try:
-            found = await admin.list_consumer_group_offsets(
-                self.config.group_id, partitions=[KafkaTP(t, p) for t, p in tps])
-        finally:
-            await admin.close()
-        return {(tp.topic, tp.partition): meta.offset for tp, meta in found.items() if meta.offset >= 0}
-
-    async def _report_lag(self) -> None:
-        """Lag from the fetch highwater (ListOffsets is not trusted: some brokers answer it wrongly)."""
-        while True:
-            await asyncio.sleep(_LAG_EVERY_S)
-            try:
-                committed = self.task.ledger.recorded()
-                for tp in list(self.app.consumer.assignment()):
-                    highwater = self.app.consumer.highwater(tp)
-                    if highwater is None or highwater < 0:
-                        continue
-                    key = (tp.topic, tp.partition)
-                    position = self.task.ledger.position(key)
-                    labels = {"topic": tp.topic, "partition": str(tp.partition)}
-                    if position is not None:
-                        self.task.metrics.lag.labels(**labels).set(max(0, highwater - position))
-                    done = [offs[key] for offs in committed.values() if key in offs]
-                    if done:
-                        self.task.metrics.committed_lag.labels(**labels).set(max(0, highwater - min(done)))
-            except Exception as exc:  # metrics must never take the sink down
-                self.log.debug("lag report failed", error=str(exc))
+        return await committed_offsets(self.clients, self.config.group_id, tps)
 
 
 def _size(fetch: Fetch) -> int:

@@ -21,6 +21,7 @@ from typing import Any
 
 from tabletopic.registry.compatibility_levels import pairs
 from tabletopic.registry.json_schema import JsonSchema
+from tabletopic.registry.json_schema_nodes import combined_of, content_model, types_of
 
 COMPATIBLE = frozenset({
     "SCHEMA_REMOVED", "TYPE_EXTENDED",
@@ -41,7 +42,6 @@ COMPATIBLE = frozenset({
     "ENUM_ARRAY_EXTENDED", "COMBINED_TYPE_EXTENDED", "PRODUCT_TYPE_NARROWED", "SUM_TYPE_EXTENDED", "NOT_TYPE_NARROWED",
 })
 
-_TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 # Bounds on strings, numbers, objects and arrays, and the difference names of their changes
 # (a larger maximum is wider, a larger minimum is narrower: the names say which is compatible).
 _BOUNDS = (("maxLength", "MAX_LENGTH"), ("minLength", "MIN_LENGTH"), ("maximum", "MAXIMUM"), ("minimum", "MINIMUM"),
@@ -103,7 +103,7 @@ class _Diff:
         if u is False:
             yield Difference("TYPE_NARROWED", path)
             return
-        o_comb, u_comb = _combined(o), _combined(u)
+        o_comb, u_comb = combined_of(o), combined_of(u)
         if o_comb is None and u_comb is not None:
             criterion, branches = u_comb
             if criterion in ("anyOf", "oneOf") or len(branches) == 1:
@@ -131,7 +131,7 @@ class _Diff:
         if o_comb is not None and u_comb is not None:
             yield from self.combined(path, o_comb, u_comb, o_res, u_res)
             return
-        ot, ut = _types(o), _types(u)
+        ot, ut = types_of(o), types_of(u)
         if ot != ut:
             if ot <= ut or (ot - ut == {"integer"} and "number" in ut):
                 yield Difference("TYPE_EXTENDED", path)
@@ -219,7 +219,7 @@ class _Diff:
         for name in sorted(op.keys() | up.keys()):
             here = f"{path}/properties/{name}"
             if name not in up:
-                model, extra = _content_model(u)
+                model, extra = content_model(u)
                 if model == "open":
                     yield Difference("PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL", here)
                 elif model == "partial":
@@ -233,7 +233,7 @@ class _Diff:
                 else:
                     yield Difference("PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL", here)
             elif name not in op:
-                model, extra = _content_model(o)
+                model, extra = content_model(o)
                 if model == "open":
                     if up[name] is True or up[name] == {}:
                         yield Difference("PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL", here)
@@ -259,7 +259,7 @@ class _Diff:
             else:
                 yield from self.compare(here, op[name], up[name], o_res, u_res)
         here = f"{path}/additionalProperties"
-        (om, oa), (um, ua) = _content_model(o), _content_model(u)
+        (om, oa), (um, ua) = content_model(o), content_model(u)
         if (om == "closed") != (um == "closed"):
             yield Difference("ADDITIONAL_PROPERTIES_ADDED" if om == "closed" else "ADDITIONAL_PROPERTIES_REMOVED", here)
         elif om == "open" and um == "partial":
@@ -290,51 +290,6 @@ class _Diff:
             yield Difference("TYPE_NARROWED", f"{path}/items")
         elif oi is not None and ui is not None:
             yield from self.compare(f"{path}/items", oi, ui, o_res, u_res)
-
-
-def _combined(node: dict[str, Any]) -> tuple[str, list[Any]] | None:
-    for key in ("oneOf", "anyOf", "allOf"):
-        if isinstance(node.get(key), list):
-            return key, node[key]
-    return None
-
-
-def _types(node: dict[str, Any]) -> set[str]:
-    kind = node.get("type")
-    if isinstance(kind, str):
-        return {kind}
-    if isinstance(kind, list):
-        return set(kind)
-    if "enum" in node or "const" in node:
-        values = node.get("enum", [node.get("const")])
-        return {_json_type(v) for v in values}
-    if any(k in node for k in ("properties", "additionalProperties", "required", "patternProperties")):
-        return {"object"}
-    if "items" in node:
-        return {"array"}
-    return set(_TYPES)
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), "string")
-
-
-def _content_model(node: dict[str, Any]) -> tuple[str, Any]:
-    """'open', 'closed' or 'partial' (with the schema that covers properties not listed)."""
-    extra = node.get("additionalProperties", True)
-    if extra is False:
-        return "closed", None
-    if extra is True or extra == {}:
-        return ("partial", {}) if node.get("patternProperties") else ("open", None)
-    return "partial", extra
 
 
 def compatibility_problems(level: str, new: JsonSchema, previous: list[JsonSchema]) -> list[str]:

@@ -17,14 +17,8 @@ from typing import Any
 from aiohttp import web
 
 from tabletopic.registry.schema_log import SchemaLog
-from tabletopic.registry.schema_store import (
-    RegistryError,
-    SchemaStore,
-    Write,
-    config_write,
-    no_subject_config,
-    schema_not_found,
-)
+from tabletopic.registry.schema_records import RegistryError, Write, config_write, no_subject_config, schema_not_found
+from tabletopic.registry.schema_store import SchemaStore
 from tabletopic.registry.schema_types import TYPES, canonical
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"

@@ -14,7 +14,8 @@ import json
 import structlog
 
 from tabletopic.kafka_clients import KafkaClients
-from tabletopic.registry.schema_store import SchemaStore, Write
+from tabletopic.registry.schema_records import Write
+from tabletopic.registry.schema_store import SchemaStore
 from tabletopic.single_partition_topic import TopicLog
 
 log = structlog.get_logger(__name__)

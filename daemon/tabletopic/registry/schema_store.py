@@ -18,71 +18,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tabletopic.registry import schema_types
-from tabletopic.registry.compatibility_levels import LEVELS
+from tabletopic.registry.schema_records import (
+    RegistryError,
+    StoredSchema,
+    Version,
+    Write,
+    references_of,
+    schema_key,
+    schema_not_found,
+    subject_not_found,
+    version_not_found,
+)
 from tabletopic.registry.schema_types import Parsed
 
 DEFAULT_LEVEL = "BACKWARD"
 _RECENT = 16
-
-
-class RegistryError(Exception):
-    """An error in Confluent's shape: an HTTP status, an ``error_code`` and a message."""
-
-    def __init__(self, status: int, code: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
-
-
-def subject_not_found(subject: str) -> RegistryError:
-    return RegistryError(404, 40401, f"Subject '{subject}' not found.")
-
-
-def version_not_found(subject: str, version: Any) -> RegistryError:
-    return RegistryError(404, 40402, f"Version {version} not found for subject '{subject}'.")
-
-
-def schema_not_found(what: str = "Schema") -> RegistryError:
-    return RegistryError(404, 40403, f"{what} not found")
-
-
-def no_subject_config(subject: str) -> RegistryError:
-    return RegistryError(404, 40408, f"Subject '{subject}' does not have subject-level compatibility configured")
-
-
-@dataclass(frozen=True)
-class StoredSchema:
-    id: int
-    schema: str
-    schema_type: str
-    references: tuple[tuple[str, str, int], ...]  # (name, subject, version)
-
-    def value(self, subject: str, version: int, deleted: bool) -> dict[str, Any]:
-        """The schemas-topic record of this schema as ``subject``'s ``version``."""
-        return {"subject": subject, "version": version, "id": self.id, "schema": self.schema,
-                "schemaType": self.schema_type, "deleted": deleted,
-                "references": [{"name": n, "subject": s, "version": v} for n, s, v in self.references]}
-
-    def body(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"schema": self.schema}
-        if self.schema_type != "AVRO":
-            out["schemaType"] = self.schema_type
-        if self.references:
-            out["references"] = [{"name": n, "subject": s, "version": v} for n, s, v in self.references]
-        return out
-
-
-@dataclass
-class Version:
-    version: int
-    id: int
-    deleted: bool
-    token: str  # which write claimed this version; its key carries it
-
-
-@dataclass(frozen=True)
-class Write:
-    key: dict[str, Any]
-    value: dict[str, Any] | None
 
 
 @dataclass
@@ -241,7 +191,7 @@ class SchemaStore:
                deleted: bool = False) -> tuple[Version, StoredSchema]:
         if subject not in self.subjects:
             raise subject_not_found(subject)
-        wanted = self._identity_of(text, schema_type or "AVRO", _refs(refs))
+        wanted = self._identity_of(text, schema_type or "AVRO", references_of(refs))
         for v in self.versions(subject, deleted):
             if self.identity(v.id) == wanted:
                 return v, self.schemas[v.id]
@@ -252,7 +202,7 @@ class SchemaStore:
                       ) -> tuple[int, Write | None]:
         """The id ``text`` has or would get under ``subject``, and the record to append if any."""
         schema_type = schema_type or "AVRO"
-        references = _refs(refs)
+        references = references_of(refs)
         new = self._resolve(text, schema_type, references)
         if subject in self.subjects:
             try:
@@ -267,7 +217,7 @@ class SchemaStore:
                                 f"subject \"{subject}\" under {self.level(subject)}: " + "; ".join(problems))
         stored = StoredSchema(self._id_of(text, schema_type, references), text, schema_type, references)
         version = max(self.subjects.get(subject, {}), default=0) + 1
-        key = _schema_key(subject, version, stored.id, uuid.uuid4().hex)
+        key = schema_key(subject, version, stored.id, uuid.uuid4().hex)
         return stored.id, Write(key, stored.value(subject, version, deleted=False))
 
     def compatible(self, subject: str, text: str, schema_type: str, refs: list[dict[str, Any]],
@@ -279,8 +229,8 @@ class SchemaStore:
             against = [self.parsed(self.version(subject, version).id)]
             level = self.level(subject).removesuffix("_TRANSITIVE")
         schema_type = schema_type or "AVRO"
-        return schema_types.compatibility_problems(schema_type, level, self._resolve(text, schema_type, _refs(refs)),
-                                                   against)
+        parsed = self._resolve(text, schema_type, references_of(refs))
+        return schema_types.compatibility_problems(schema_type, level, parsed, against)
 
     def plan_delete(self, subject: str, version: str | None, permanent: bool) -> tuple[list[int], list[Write]]:
         if subject not in self.subjects:
@@ -309,7 +259,7 @@ class SchemaStore:
                                     f"version={v.version}}}: schema ids {users}")
         writes = []
         for v in targets:
-            key = _schema_key(subject, v.version, v.id, v.token)
+            key = schema_key(subject, v.version, v.id, v.token)
             writes.append(Write(key, None if permanent else self.schemas[v.id].value(subject, v.version, deleted=True)))
         return [v.version for v in targets], writes
 
@@ -322,22 +272,3 @@ class SchemaStore:
             if self.identity(stored.id) == wanted:
                 return stored.id
         return self.max_id + 1
-
-
-def config_write(subject: str | None, level: str | None) -> Write:
-    if level is not None and level not in LEVELS:
-        raise RegistryError(422, 42203, f"Invalid compatibility level {level!r}; one of {', '.join(LEVELS)}")
-    return Write({"keytype": "CONFIG", "subject": subject, "magic": 0},
-                 None if level is None else {"compatibilityLevel": level})
-
-
-def _schema_key(subject: str, version: int, schema_id: int, token: str) -> dict[str, Any]:
-    return {"keytype": "SCHEMA", "subject": subject, "version": version, "id": schema_id, "token": token, "magic": 1}
-
-
-def _refs(refs: list[dict[str, Any]] | None) -> tuple[tuple[str, str, int], ...]:
-    try:
-        return tuple((str(r["name"]), str(r["subject"]), int(r["version"])) for r in refs or [])
-    except (KeyError, TypeError, ValueError):
-        raise RegistryError(422, 42201, "Invalid schema: each reference needs a name, a subject and a version") \
-            from None

@@ -6,7 +6,8 @@ import json
 
 from tabletopic.kafka_clients import KafkaClients
 from tabletopic.registry.schema_log import SchemaLog
-from tabletopic.registry.schema_store import SchemaStore, Write
+from tabletopic.registry.schema_records import Write
+from tabletopic.registry.schema_store import SchemaStore
 
 V1 = json.dumps({"type": "record", "name": "r", "fields": [{"name": "a", "type": "int"}]})
 V2 = json.dumps({"type": "record", "name": "r", "fields": [{"name": "a", "type": "int"},
