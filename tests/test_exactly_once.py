@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tabletopic import sink_task
 from tabletopic.commit.table_committer import CommitFailed, CommitResult, TableCommitter
+from tabletopic.connectors import parts
 from tabletopic.offsets.source_offsets import Recorded, offsets_key, round_start_key
 from tabletopic.sink_task import SinkTask
 from tabletopic.write.spark_session import SparkRuntime
@@ -191,7 +191,7 @@ def test_a_round_cut_between_its_two_tables_loses_no_row_of_the_second(
         "value.converter.schemas.enable": "false", "iceberg.tables.route-field": "kind",
         f"iceberg.table.{tables['web']}.route-regex": "web", f"iceberg.table.{tables['app']}.route-regex": "app",
         "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1500"})
-    real_commit, real_reader, real_ingest = TableCommitter.commit, sink_task.table_reader, SinkTask.ingest
+    real_commit, real_reader, real_ingest = TableCommitter.commit, parts.table_reader, SinkTask.ingest
     cut, arrived, more_sent = threading.Event(), threading.Event(), threading.Event()
 
     def commit(self: TableCommitter, handle: Any, files: Any, *args: Any, **kwargs: Any) -> CommitResult:
@@ -220,7 +220,7 @@ def test_a_round_cut_between_its_two_tables_loses_no_row_of_the_second(
         await real_ingest(self, raw)
 
     monkeypatch.setattr(TableCommitter, "commit", commit)
-    monkeypatch.setattr(sink_task, "table_reader", table_reader)
+    monkeypatch.setattr(parts, "table_reader", table_reader)
     monkeypatch.setattr(SinkTask, "ingest", ingest)
 
     def done(daemon: Any) -> bool:

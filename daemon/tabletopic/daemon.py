@@ -128,7 +128,7 @@ class Daemon:
         if self.schema_registry is not None:
             await self._step("starting the Schema Registry", asyncio.to_thread(self._start_registry))
         await self._step("reading connector configurations", self.store.start())
-        self.herder.accepting_writes = True
+        self.herder.configs_read = True
         await self._step("reading the workers' statuses", self.herder.board.start())
         initial = self._initial_configs()
         await self._step("checking the connectors' Kafka access", self._check_kafka_connectors(initial))

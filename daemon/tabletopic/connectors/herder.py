@@ -62,7 +62,7 @@ class Herder:
         self.started = False
         # Configuration writes are taken once the store is read, before the JVM is up: the connectors
         # run when the worker is ready, as Connect applies what its config topic holds.
-        self.accepting_writes = False
+        self.configs_read = False
         self.closing = False
         store.subscribe(self._on_change)
 

@@ -19,16 +19,11 @@ from tabletopic.config.definition import ConfigError, Problem
 from tabletopic.config.files import as_text
 from tabletopic.connectors.config_store import ConnectorSpec, RestartRequest, TargetState
 from tabletopic.connectors.herder import Herder
-from tabletopic.connectors.offsets import (
-    OffsetChanges,
-    OffsetsChangeRefused,
-    TableOffsets,
-    change_offsets,
-    committed_offsets,
-)
+from tabletopic.connectors.offsets import OffsetChanges, OffsetsChangeRefused, TableOffsets, change_offsets
 from tabletopic.connectors.refusals import AlreadyExists, BadRequest, NotFound, NotReady
 from tabletopic.connectors.runtime import FAILED, UNASSIGNED
 from tabletopic.connectors.status_board import TaskStatus
+from tabletopic.consume.group_offsets import committed_offsets
 from tabletopic.offsets.resume import resume_positions
 from tabletopic.topic_partition import TopicPartition
 
@@ -46,6 +41,7 @@ class ConnectorRequests:
         return self._herder.worker_id
 
     def names(self) -> list[str]:
+        self._store_read()
         return sorted(self._herder.store.connectors())
 
     # -- configurations --------------------------------------------------------------------------------
@@ -86,10 +82,16 @@ class ConnectorRequests:
     def _ready_for_writes(self) -> None:
         if self._herder.closing:
             raise NotReady("the worker is shutting down")
-        if not (self._herder.started or self._herder.accepting_writes):
+        self._store_read()
+
+    def _store_read(self) -> None:
+        """Before the store is read, no answer about the connectors is true: a client that waits for the list
+        (as provisioning scripts do) may then write at once."""
+        if not (self._herder.started or self._herder.configs_read):
             raise NotReady("the worker is still reading its connectors' configurations; try again in a moment")
 
     def spec(self, name: str) -> ConnectorSpec:
+        self._store_read()
         spec = self._herder.store.connectors().get(name)
         if spec is None:
             raise NotFound(f"Connector {name} not found")

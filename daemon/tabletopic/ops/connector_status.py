@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.kafka_clients import KafkaClients
-from tabletopic.offsets.resume import tables_resume
+from tabletopic.offsets.resume import resume_positions, tables_resume
 from tabletopic.offsets.source_offsets import VTTS_KEY, PyIcebergTable, Recorded, recorded_in
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.pyiceberg_catalog import open_table
@@ -75,8 +75,11 @@ def table_statuses(config: ConnectorConfig, tables: list[str]) -> list[TableStat
 
 def status_lines(config: ConnectorConfig, clients: KafkaClients, tables: list[str]) -> list[str]:
     statuses = table_statuses(config, tables)
-    resume = tables_resume({s.name: s.recorded for s in statuses})
-    group, ends = asyncio.run(_kafka(clients, config.group_id, resume))
+    by_tables = tables_resume({s.name: s.recorded for s in statuses})
+    group, ends = asyncio.run(_kafka(clients, config.group_id, by_tables))
+    # Where the connector resumes, by the sink's own rule: with the group's offsets, as it reads them.
+    resume = resume_positions({s.name: s.recorded.offsets for s in statuses},
+                              {s.name: s.recorded.round_start for s in statuses}, group)
     now_ms = time.time() * 1000
     lines = [f"connector {config.name}: group {config.group_id}, {len(resume)} partitions in its tables"]
     for s in statuses:
