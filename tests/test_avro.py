@@ -12,11 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroSerializer
-from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tabletopic.demo.broker import free_port
 from tabletopic.write.spark_session import SparkRuntime
+from tests.avro_orders import AVRO, EVERY_TYPE, every, order, order_schema, serializer
 from tests.support import (
     Warehouse,
     connector_props,
@@ -30,42 +29,9 @@ from tests.support import (
     worker_props,
 )
 
-AVRO = "io.confluent.connect.avro.AvroConverter"
-
-
-def _serializer(url: str, schema: dict[str, Any]) -> Callable[[str, dict[str, Any]], bytes]:
-    serializer = AvroSerializer(SchemaRegistryClient({"url": url}), json.dumps(schema))
-    return lambda topic, value: serializer(value, SerializationContext(topic, MessageField.VALUE))  # type: ignore
-
 
 def _done(table: str, n: int) -> Callable[[Any], bool]:
     return lambda d: sum(d.connectors[0].task.committed_offsets(table).values()) >= n
-
-
-def order_schema(version: int) -> dict[str, Any]:
-    customer: list[dict[str, Any]] = [{"name": "name", "type": "string"}]
-    if version >= 2:
-        customer.append({"name": "email", "type": ["null", "string"], "default": None})
-    fields: list[dict[str, Any]] = [
-        {"name": "id", "type": "long"},
-        {"name": "amount", "type": "int" if version == 1 else "long"},
-        {"name": "customer", "type": {"type": "record", "name": "Customer", "fields": customer}},
-        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]
-    if version >= 3:
-        fields.append({"name": "note", "type": ["null", "string"], "default": None})
-    return {"type": "record", "name": "Order", "namespace": "shop", "fields": fields}
-
-
-def order(version: int, i: int) -> dict[str, Any]:
-    customer: dict[str, Any] = {"name": f"c{i}"}
-    if version >= 2:
-        customer["email"] = f"c{i}@example.org"
-    value: dict[str, Any] = {"id": i, "amount": i if version == 1 else 3_000_000_000 + i, "customer": customer,
-                             "at": datetime.datetime(2026, 11, 1, tzinfo=datetime.timezone.utc)
-                             + datetime.timedelta(seconds=i)}
-    if version >= 3:
-        value["note"] = f"n{i}"
-    return value
 
 
 def test_v1_v2_v3_from_the_registry_evolve_one_table(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
@@ -77,7 +43,7 @@ def test_v1_v2_v3_from_the_registry_evolve_one_table(bootstrap: str, spark: Spar
         "iceberg.control.commit.interval-ms": "1000"})
 
     def send(version: int, ids: range) -> None:
-        serialize = _serializer(url, order_schema(version))  # registers the version, as producers do
+        serialize = serializer(url, order_schema(version))  # registers the version, as producers do
         produce(bootstrap, topic, [(None, serialize(topic, order(version, i)), i % 2) for i in ids])
 
     versions: list[int] = []
@@ -143,7 +109,7 @@ def test_new_struct_list_and_map_columns_then_a_field_inside_the_new_struct(
 
     async def during(daemon: Any) -> None:
         for version, ids in ((1, range(0, 60)), (2, range(60, 120)), (3, range(120, 180))):
-            serialize = _serializer(url, ship_schema(version))
+            serialize = serializer(url, ship_schema(version))
             await asyncio.to_thread(produce, bootstrap, topic,
                                     [(None, serialize(topic, parcel(version, i)), 0) for i in ids])
             await asyncio.sleep(1.5)  # a commit between versions: the table evolves in place
@@ -165,51 +131,6 @@ def test_new_struct_list_and_map_columns_then_a_field_inside_the_new_struct(
     assert duck == (180, 120, 60, 120, sum(range(60, 180)))
 
 
-EVERY_TYPE: dict[str, Any] = {"type": "record", "name": "Everything", "namespace": "t", "fields": [
-    {"name": "id", "type": "long"},
-    {"name": "flag", "type": "boolean"},
-    {"name": "i", "type": "int"},
-    {"name": "f", "type": "float"},
-    {"name": "d", "type": "double"},
-    {"name": "s", "type": "string"},
-    {"name": "b", "type": "bytes"},
-    {"name": "maybe", "type": ["null", "string"], "default": None},
-    {"name": "color", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "GREEN"]}},
-    {"name": "four", "type": {"type": "fixed", "name": "Four", "size": 4}},
-    {"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
-    {"name": "fdec", "type": {"type": "fixed", "name": "F8", "size": 8, "logicalType": "decimal",
-                              "precision": 12, "scale": 3}},
-    {"name": "day", "type": {"type": "int", "logicalType": "date"}},
-    {"name": "tms", "type": {"type": "int", "logicalType": "time-millis"}},
-    {"name": "tus", "type": {"type": "long", "logicalType": "time-micros"}},
-    {"name": "tsm", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-    {"name": "tsu", "type": {"type": "long", "logicalType": "timestamp-micros"}},
-    {"name": "local", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
-    {"name": "uid", "type": {"type": "string", "logicalType": "uuid"}},
-    {"name": "tags", "type": {"type": "array", "items": "string"}},
-    {"name": "attrs", "type": {"type": "map", "values": "long"}},
-    {"name": "inner", "type": {"type": "record", "name": "Inner", "fields": [
-        {"name": "x", "type": "int"}, {"name": "shade", "type": "Color"},
-        {"name": "when", "type": ["null", {"type": "int", "logicalType": "date"}], "default": None}]}},
-    {"name": "inners", "type": {"type": "array", "items": "Inner"}},
-    {"name": "either", "type": ["null", "long", "string"], "default": None},
-]}
-
-
-def every(i: int) -> dict[str, Any]:
-    utc = datetime.timezone.utc
-    return {"id": i, "flag": i % 2 == 0, "i": -i, "f": 1.5, "d": i / 4, "s": f"s{i}", "b": bytes([i, 255]),
-            "maybe": None if i % 2 else f"m{i}", "color": "GREEN", "four": b"abcd",
-            "dec": decimal.Decimal(f"{i}.25"), "fdec": decimal.Decimal("-12.345"),
-            "day": datetime.date(2026, 1, 1 + i), "tms": datetime.time(1, 2, 3, 4000),
-            "tus": datetime.time(23, 59, 59, 999_999), "tsm": datetime.datetime(2026, 5, 6, 7, 8, 9, 10_000, utc),
-            "tsu": datetime.datetime(2026, 5, 6, 7, 8, 9, 123_456, utc),
-            "local": datetime.datetime(2026, 5, 6, 7, 8, 9, 123_456), "uid": uuid.UUID(int=i),
-            "tags": [f"t{i}", "x"], "attrs": {"k": i}, "inner": {"x": i, "shade": "RED", "when": None},
-            "inners": [{"x": 1, "shade": "GREEN", "when": datetime.date(2026, 2, 2)}],
-            "either": i if i % 2 else f"e{i}"}
-
-
 def test_every_avro_type_lands_in_its_iceberg_type(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
     topic, table = unique("every"), "avro.every"
     create_topic(bootstrap, topic, 1)
@@ -218,7 +139,7 @@ def test_every_avro_type_lands_in_its_iceberg_type(bootstrap: str, spark: SparkR
         "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000"})
 
     async def during(daemon: Any) -> None:
-        serialize = _serializer(url, EVERY_TYPE)
+        serialize = serializer(url, EVERY_TYPE)
         await asyncio.to_thread(produce, bootstrap, topic, [(None, serialize(topic, every(i)), 0) for i in range(3)])
 
     code, _ = run_in_process(spark, worker, [connector], until=_done(table, 3), during=during)
@@ -265,7 +186,7 @@ def test_poison_records_among_ten_thousand_good_ones(bootstrap: str, spark: Spar
     group = f"connect-{connector['name']}"
 
     async def during(daemon: Any) -> None:
-        serialize = _serializer(url, schema)
+        serialize = serializer(url, schema)
         good = [serialize(topic, {"id": i, "value": i / 2, "at": 1_790_000_000_000 + i}) for i in range(good_total)]
         schema_id = struct.unpack(">I", good[0][1:5])[0]
         bad_values.extend([

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import datetime as dt
 import decimal
 import json
@@ -12,6 +11,7 @@ from pathlib import Path
 import aiohttp
 
 from tabletopic.write.spark_session import SparkRuntime
+from tests.connect_json import ENVELOPE_SCHEMA, typed_row
 from tests.support import (
     Warehouse,
     connector_props,
@@ -23,25 +23,6 @@ from tests.support import (
     worker_props,
 )
 
-ENVELOPE_SCHEMA = {"type": "struct", "optional": False, "fields": [
-    {"field": "id", "type": "int64", "optional": False},
-    {"field": "day", "type": "int32", "name": "org.apache.kafka.connect.data.Date", "optional": True},
-    {"field": "at", "type": "int32", "name": "org.apache.kafka.connect.data.Time", "optional": True},
-    {"field": "ts", "type": "int64", "name": "org.apache.kafka.connect.data.Timestamp", "optional": True},
-    {"field": "price", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "optional": True,
-     "parameters": {"scale": "2", "connect.decimal.precision": "10"}},
-    {"field": "blob", "type": "bytes", "optional": True},
-    {"field": "tags", "type": "array", "items": {"type": "string"}, "optional": True},
-    {"field": "attrs", "type": "map", "keys": {"type": "string"}, "values": {"type": "int32"}, "optional": True},
-    {"field": "who", "type": "struct", "optional": True, "fields": [
-        {"field": "name", "type": "string", "optional": True},
-        {"field": "score", "type": "float64", "optional": True}]},
-]}
-
-
-def _decimal_bytes(unscaled: int) -> str:
-    return base64.b64encode(unscaled.to_bytes(4, "big", signed=True)).decode()
-
 
 def _committed(daemon: object, table: str, n: int) -> bool:
     task = daemon.connectors[0].task  # type: ignore[attr-defined]
@@ -51,13 +32,7 @@ def _committed(daemon: object, table: str, n: int) -> bool:
 def test_connect_json_logical_types_and_nesting(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
     topic = unique("typed")
     create_topic(bootstrap, topic, 2)
-    rows = []
-    for i in range(40):
-        rows.append({"id": i, "day": 19_000 + i, "at": 3_600_000 + i, "ts": 1_700_000_000_000 + i,
-                     "price": _decimal_bytes(12_345 + i), "blob": base64.b64encode(bytes([i, 255])).decode(),
-                     "tags": [f"t{i}", "x"], "attrs": {"k": i}, "who": {"name": f"n{i}", "score": i / 2}})
-    rows.append({"id": 99, "day": None, "at": None, "ts": None, "price": None, "blob": None, "tags": None,
-                 "attrs": None, "who": None})
+    rows = [typed_row(i) for i in range(40)] + [typed_row(99, empty=True)]
     produce(bootstrap, topic, [(None, json_envelope(ENVELOPE_SCHEMA, r), r["id"] % 2) for r in rows])
     table = "typed.records"
     code, _ = run_in_process(spark, worker_props(bootstrap), [connector_props("typed", topic, table, warehouse, {
