@@ -71,8 +71,6 @@ class Coordinator:
         self.last_error: str | None = None
         self._last_progress = clock()  # the end of the last round that committed, or when we took the role
         self._answers: dict[str, Answer] = {}  # answers with data, by id, until a round judges them
-        # Per table, offsets past what it records that this coordinator's committed rounds hold no rows
-        # for (see commit_state.judge); forgotten with the epoch and after any failed round.
         self._round: CommitState | None = None
         self._round_done = asyncio.Event()
         self._wake = asyncio.Event()
