@@ -1,6 +1,6 @@
 """``tabletopic status``: where a connector stands, from its tables and its consumer group.
 
-Per partition: the offset the tables hold (where the sink resumes), the group's committed
+Per partition: the offset the tables hold (the least any of them records), the group's committed
 offset, the log end and the lag behind it; per table: when the offsets were last
 committed and the newest record timestamp committed (freshness).  Tables are read
 through pyiceberg, Kafka through the worker's client settings: no JVM, and nothing
@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.kafka_clients import KafkaClients
-from tabletopic.offsets.resume import resume_positions, tables_resume
 from tabletopic.offsets.source_offsets import VTTS_KEY, PyIcebergTable, Recorded, recorded_in
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.pyiceberg_catalog import open_table
@@ -75,19 +74,22 @@ def table_statuses(config: ConnectorConfig, tables: list[str]) -> list[TableStat
 
 def status_lines(config: ConnectorConfig, clients: KafkaClients, tables: list[str]) -> list[str]:
     statuses = table_statuses(config, tables)
-    by_tables = tables_resume({s.name: s.recorded for s in statuses})
-    group, ends = asyncio.run(_kafka(clients, config.group_id, by_tables))
-    # Where the connector resumes, by the sink's own rule: with the group's offsets, as it reads them.
-    resume = resume_positions({s.name: s.recorded.offsets for s in statuses},
-                              {s.name: s.recorded.round_start for s in statuses}, group)
+    # Lag is counted from what the tables hold (the least offset any of them records for a partition), as
+    # tabletopic_committed_lag_records counts it: what the sink would read again on a restart is another
+    # figure (tabletopic offsets, GET /connectors/{c}/offsets).
+    committed: dict[TopicPartition, int] = {}
+    for status in statuses:
+        for tp, offset in status.recorded.offsets.items():
+            committed[tp] = min(offset, committed.get(tp, offset))
+    group, ends = asyncio.run(_kafka(clients, config.group_id, committed))
     now_ms = time.time() * 1000
-    lines = [f"connector {config.name}: group {config.group_id}, {len(resume)} partitions in its tables"]
+    lines = [f"connector {config.name}: group {config.group_id}, {len(committed)} partitions in its tables"]
     for s in statuses:
         when = f"committed {(now_ms - s.committed_at_ms) / 1000:.0f}s ago" if s.committed_at_ms else "no commit found"
         fresh = (f", newest record {(now_ms - s.newest_record_ms) / 1000:.0f}s old" if s.newest_record_ms else "")
         lines.append(f"  table {s.name}: offsets from the {s.recorded.source}, {when}{fresh}")
     total = 0
-    for tp, offset in sorted(resume.items()):
+    for tp, offset in sorted(committed.items()):
         end = ends.get(tp)
         lag = end - offset if end is not None else None
         total += lag or 0
