@@ -25,7 +25,7 @@ from tabletopic.failed_records import FailedRecords, RecordFailure
 from tabletopic.isolation import SystemUnavailable, apply_isolating
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.staging import Staging, payload_sizes
-from tabletopic.start_positions import GroupOffsets, StartPositions
+from tabletopic.start_positions import StartPositions
 from tabletopic.system_outages import SystemOutages
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.iceberg_tables import (
@@ -65,12 +65,10 @@ class SinkTask:
         self._waiting_bytes: Callable[[], int] = lambda: 0
         self.last_error: str | None = None  # why this worker's last answer was lost; cleared by a commit
 
-    def bind_consumer(self, group_commit: GroupCommit, group_offsets: GroupOffsets,
-                      reseek: Callable[[], Awaitable[None]],
+    def bind_consumer(self, group_commit: GroupCommit, reseek: Callable[[], Awaitable[None]],
                       seek: Callable[[TopicPartition, int], None] | None = None,
                       waiting_bytes: Callable[[], int] = lambda: 0) -> None:
         self._group_commit, self._reseek = group_commit, reseek
-        self.starts.group_offsets = group_offsets
         self._seek = seek
         self._waiting_bytes = waiting_bytes
 

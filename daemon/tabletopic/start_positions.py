@@ -35,8 +35,8 @@ def table_reader(tables: IcebergTables, group_id: str) -> Callable[[str], Record
 
 class StartPositions:
     def __init__(self, config: ConnectorConfig, tables: IcebergTables, ledger: PartitionLedger,
-                 writer: SinkWriter, read_table: Callable[[str], Recorded], outages: SystemOutages,
-                 log: Any) -> None:
+                 writer: SinkWriter, read_table: Callable[[str], Recorded], group_offsets: GroupOffsets,
+                 outages: SystemOutages, log: Any) -> None:
         self._config = config
         self._read_table = read_table
         self._tables = tables
@@ -44,7 +44,7 @@ class StartPositions:
         self._writer = writer
         self._read_tables = outages.read  # retried while the catalog or storage fails
         self._log = log
-        self.group_offsets: GroupOffsets | None = None  # the consumer's, once it is bound
+        self._group_offsets = group_offsets  # the consumer group's committed offsets, read back
         # Partitions whose start is being read from the tables (by how many readings), and the event
         # set once none is.
         self._deciding: Counter[TopicPartition] = Counter()
@@ -87,7 +87,7 @@ class StartPositions:
         known = await self._read_tables(self._known_tables)
         by_table = await self._read_tables(lambda: {t: self._read_table(t) for t in known})
         floors = {t: r.offsets for t, r in by_table.items()}
-        group = await self.group_offsets(sorted(tps)) if self.group_offsets else {}
+        group = await self._group_offsets(sorted(tps))
         java = await self._read_tables(lambda: self._java_sink_commits([t for t in known if not floors.get(t)]))
         check_takeover(java, self._config.group_id, tps, group)
         if java:

@@ -3,8 +3,8 @@
 Nothing below builds another part: the tables, the ledger of positions, the writer, the maintainer,
 the table commits, the staging, the start positions, the sink task, the commit member and the
 consumer are made here, and whoever made them (the connector's runtime) stops them.  The one late
-binding left is the consumer's: it is built on the sink task, and hands it back its group commit,
-group offsets and seeks (``SinkTask.bind_consumer``).
+binding left is the consumer's: it is built on the sink task, and hands it back what only a running consumer can do (its
+group commit, its seeks, the bytes it holds; ``SinkTask.bind_consumer``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from tabletopic.commit.table_committer import TableCommitter
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig
 from tabletopic.consume.agent import FaustConsumer
+from tabletopic.consume.group_offsets import committed_offsets
 from tabletopic.failed_records import FailedRecords
 from tabletopic.kafka_clients import KafkaClients
 from tabletopic.maintain.maintainer import Maintainer
@@ -80,7 +81,8 @@ def build_sink(config: ConnectorConfig, clients: KafkaClients, spark: SparkRunti
     table_commits = TableCommits(tables, committer, metrics, config.group_id, list(config.tables or []),
                                  config.offsets_refresh_rounds, config.commit_timeout_ms / 1000, config.commit_threads)
     outages = SystemOutages(config.catalog_max_failures, metrics, connector_log)
-    starts = StartPositions(config, tables, ledger, writer, read_table, outages, connector_log)
+    starts = StartPositions(config, tables, ledger, writer, read_table,
+                            lambda tps: committed_offsets(clients, config.group_id, tps), outages, connector_log)
     task = SinkTask(config, metrics, Staging(config), ledger, writer, starts, FailedRecords(config, metrics, clients),
                     outages)
     return SinkParts(tables, task, table_commits, maintainer)

@@ -24,7 +24,7 @@ from tabletopic.config.worker import WorkerConfig
 from tabletopic.consume.batch_fetch import BatchingApp, Fetch
 from tabletopic.consume.continuity import STALE, Decision, decide
 from tabletopic.consume.faust_aiokafka import commit_offsets, kafka_consumer, paused_partitions, set_resubscribe_delay
-from tabletopic.consume.group_offsets import committed_offsets, report_lag
+from tabletopic.consume.group_offsets import report_lag
 from tabletopic.consume.topic_watch import TopicWatch
 from tabletopic.convert.records import RawRecords
 from tabletopic.failed_records import RecordFailed
@@ -98,7 +98,7 @@ class FaustConsumer:
         self.app.agent(self.batches, name=f"tabletopic-{config.name}")(self._consume)
         self.app.on_partitions_assigned.connect(self._on_assigned)
         self.app.on_partitions_revoked.connect(self._on_revoked)
-        task.bind_consumer(self._commit_group, self._group_offsets, self._reseek_all,
+        task.bind_consumer(self._commit_group, self._reseek_all,
                            lambda tp, offset: self.app.request_seek(TP(*tp), offset), lambda: self.waiting_bytes)
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -298,10 +298,6 @@ class FaustConsumer:
         offsets = {TP(t, p): o for (t, p), o in positions.items() if TP(t, p) in assignment}
         if offsets:
             await commit_offsets(self.app, offsets)
-
-    async def _group_offsets(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        return await committed_offsets(self.clients, self.config.group_id, tps)
-
 
 def _size(fetch: Fetch) -> int:
     """Bytes of the values and keys of a fetch (what buffering them will roughly take)."""
