@@ -72,7 +72,7 @@ def test_sigterm_commits_what_is_buffered_and_exits_0(bootstrap: str, warehouse:
     topic, table = unique("term"), "life.term"
     create_topic(bootstrap, topic, 2)
     produce(bootstrap, topic, _records(0, 3000, 2))
-    # A long interval: nothing is committed before the signal, so the last barrier must do it all.
+    # A long interval: nothing is committed before the signal, so the last round must do it all.
     connector = _connector(topic, table, warehouse, **{"iceberg.control.commit.interval-ms": "600000"})
     daemon = DaemonProcess(tmp_path, worker_props(bootstrap, listeners="http://127.0.0.1:0"), [connector]).start()
     wait_until(lambda: '"partitions assigned"' in daemon.output() and '"created table"' in daemon.output(),

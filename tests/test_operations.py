@@ -312,7 +312,7 @@ def test_sigterm_during_commits_exits_0_inside_the_stop_timeout(bootstrap: str, 
     wait_until(lambda: '"partitions assigned"' in daemon.output(), 120, "assignment", daemon)
     produce(bootstrap, topic, _records(0, 60_000))
     group = f"connect-{connector['name']}"
-    # Barriers run back to back while the backlog drains: signal as soon as the first one lands.
+    # Rounds run back to back while the backlog drains: signal as soon as the first one lands.
     wait_until(lambda: bool(warehouse.offsets(table, group)), 120, "a first commit", daemon, every=0.1)
     unit = (ROOT / "deploy" / "systemd" / "tabletopic.service").read_text()
     stop_timeout = int(re.search(r"^TimeoutStopSec=(\d+)s", unit, re.M).group(1))  # type: ignore[union-attr]

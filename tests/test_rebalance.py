@@ -94,10 +94,10 @@ def test_a_frozen_coordinator_never_commits_after_another_took_over(bootstrap: s
     wait_until(lambda: committed() == 1500, 120, "daemon A's first commit", a, every=0.1)
     # The first round can outlast the interval (the table is created, the JVM is cold), and then the
     # next one starts at once. The second comes on the interval's cadence, so once it has committed
-    # the next barrier is most of an interval away.
+    # the next round is most of an interval away.
     wave(1500, 1500)
     wait_until(lambda: committed() == 3000, 120, "daemon A commits", a, every=0.1)
-    wave(3000, 3000)  # fetched and buffered by A, whose next barrier is about 5 s away
+    wave(3000, 3000)  # fetched and buffered by A, whose next round is about 5 s away
     time.sleep(1.0)
     assert a.proc is not None
     os.kill(a.proc.pid, signal.SIGSTOP)
@@ -110,7 +110,7 @@ def test_a_frozen_coordinator_never_commits_after_another_took_over(bootstrap: s
         wait_until(lambda: committed() == 7000, 120, "daemon B goes on", b)
     finally:
         os.kill(a.proc.pid, signal.SIGCONT)
-    # A wakes as coordinator of an old generation, its barrier overdue and 3000 records buffered.
+    # A wakes as coordinator of an old generation, its round overdue and 3000 records buffered.
     wait_until(lambda: "no longer coordinating" in a.output(), 120, "daemon A steps down", a)
     wave(7000, 1000)
     wait_until(lambda: committed() == 8000, 120, "every offset committed", b)

@@ -1,4 +1,4 @@
-"""Several daemons, one sink: one coordinator commits each table once per barrier, through chaos."""
+"""Several daemons, one sink: one coordinator commits each table once per round, through chaos."""
 
 from __future__ import annotations
 
@@ -84,11 +84,11 @@ def test_three_daemons_killed_added_and_removed_keep_both_tables_exact(
     assert (count, distinct, checksum) == (total, total, total * (total - 1) // 2)
     latest = {r.k: r.v for r in warehouse.rows("chaos.latest", "k, v")}
     assert latest == {k: max(range(k, total, KEYS)) for k in range(KEYS)}
-    # One coordinator: about one snapshot per barrier, not one per daemon.
-    barriers = elapsed / 2.0
+    # One coordinator: about one snapshot per round, not one per daemon.
+    rounds = elapsed / 2.0
     for table in groups:
         snapshots = len(warehouse.snapshots(table))
-        assert snapshots <= barriers + 20, (table, snapshots, barriers)
+        assert snapshots <= rounds + 20, (table, snapshots, rounds)
 
 
 @pytest.mark.slow

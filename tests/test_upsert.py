@@ -90,7 +90,7 @@ def test_random_changes_with_sigkills_match_the_model(bootstrap: str, warehouse:
     assert [f.transform().toString() for f in t.spec().fields()] == ["day"]
 
 
-def test_upsert_semantics_across_barriers(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
+def test_upsert_semantics_across_rounds(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
     """Insert+delete in one batch, delete of a missing key, a key changing partition, tombstones."""
     topic, table = unique("keyed"), "cdc.small"
     create_topic(bootstrap, topic, 1)
