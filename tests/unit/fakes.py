@@ -77,6 +77,7 @@ class FakeTables:
             self.offsets[table] = {**self.offsets.get(table, {}), **positions}
             self.files.setdefault(table, []).extend(f["file-path"] for f in files.files)
             outcome.snapshots[table] = len(self.files[table])
+        outcome.recorded = self.recorded()
         return outcome
 
 

@@ -32,10 +32,6 @@ class Judgement:
                 out[tp] = min(start, out.get(tp, start))
         return out
 
-    def ranges(self) -> dict[TopicPartition, tuple[int, int]]:
-        """[first, next) per partition of the accepted answers, which never overlap."""
-        return {tp: r for answer in self.accepted for tp, r in answer.ranges.items()}
-
     def tables(self) -> dict[str, TableFiles]:
         """Every accepted answer's files, merged per table."""
         merged: dict[str, TableFiles] = {}
@@ -153,10 +149,11 @@ def _names(tps: Iterable[TopicPartition]) -> str:
     return ", ".join(_name(tp) for tp in sorted(tps))
 
 
-def clean_after(ranges: dict[TopicPartition, tuple[int, int]], with_files: Iterable[str],
+def clean_after(starts: dict[TopicPartition, int], positions: dict[TopicPartition, int], with_files: Iterable[str],
                 recorded: dict[str, dict[TopicPartition, int]],
                 clean: dict[str, dict[TopicPartition, int]]) -> dict[str, dict[TopicPartition, int]]:
-    """``clean`` (see :func:`judge`) once a round that committed ``ranges`` (its accepted answers') has landed.
+    """``clean`` (see :func:`judge`) once a round has landed that read each partition from ``starts`` up to
+    ``positions`` (its accepted answers' ranges, :meth:`Judgement.starts` and :meth:`Judgement.positions`).
 
     ``recorded`` is what the tables record after it. A table that got no files in the round, and
     held or was clean up to where an accepted range began, is clean up to where the range ends:
@@ -164,7 +161,8 @@ def clean_after(ranges: dict[TopicPartition, tuple[int, int]], with_files: Itera
     """
     files = set(with_files)
     out = {t: dict(o) for t, o in clean.items()}
-    for tp, (start, end) in ranges.items():
+    for tp, end in positions.items():
+        start = starts[tp]
         for table, offsets in recorded.items():
             if table in files or tp not in offsets:
                 continue

@@ -218,7 +218,7 @@ class Coordinator:
         if outcome.ok:
             self.last_error = None
             self._last_progress = self._clock()
-            offsets = await asyncio.to_thread(self._tables.recorded)
+            offsets = outcome.recorded
         else:
             # Nothing of this round counts as committed for the workers unless every table took it.
             why = "; ".join(f"{t}: {w}" for t, w in outcome.failed.items())

@@ -37,6 +37,8 @@ class RoundOutcome:
     snapshots: dict[str, int] = field(default_factory=dict)  # table -> snapshot id
     failed: dict[str, str] = field(default_factory=dict)  # table -> why
     fenced: bool = False
+    # What every known table records once the round landed (only then): the verdict's offsets.
+    recorded: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -108,6 +110,7 @@ class TableCommits:
         self._rounds += 1
         outcome = RoundOutcome()
         if not positions and not by_table:
+            outcome.recorded = await asyncio.to_thread(self.recorded)
             return outcome
         targets = set(by_table)
         for table, offsets in self._offsets.items():
@@ -125,8 +128,8 @@ class TableCommits:
         if not outcome.ok:
             self.reset()
             return outcome
-        ranges = {tp: (starts[tp], end) for tp, end in positions.items()}
-        self._clean = clean_after(ranges, by_table, await asyncio.to_thread(self.recorded), self._clean)
+        outcome.recorded = await asyncio.to_thread(self.recorded)
+        self._clean = clean_after(starts, positions, by_table, outcome.recorded, self._clean)
         return outcome
 
     async def _commit_table(self, table: str, files: TableFiles | None, positions: dict[TopicPartition, int],

@@ -103,19 +103,22 @@ def test_a_round_without_rows_for_a_table_lets_the_next_range_start_past_what_it
     # so db.t still records 30. The next answer starts at 31 with rows for db.t, cut at its floor 30.
     empty = answer("a1", "r1", [TP0], {TP0: (30, 31)}, {}, {})
     first = judge([empty], {"db.t": {TP0: 30}})
-    clean = clean_after(first.ranges(), first.tables(), {"db.t": {TP0: 30}}, {})
+    clean = clean_after(first.starts(), first.positions(), first.tables(), {"db.t": {TP0: 30}}, {})
     assert clean == {"db.t": {TP0: 31}}
     nxt = answer("a2", "r2", [TP0], {TP0: (31, 61)}, {"db.t": {TP0: 30}}, {"db.t": files("/wh/2")})
     assert "a gap" in judge([nxt], {"db.t": {TP0: 30}}).rejected["a2"]  # without the memory: read again
-    assert [a.answer_id for a in judge([nxt], {"db.t": {TP0: 30}}, clean).accepted] == ["a2"]
+    second = judge([nxt], {"db.t": {TP0: 30}}, clean)
+    assert [a.answer_id for a in second.accepted] == ["a2"]
     # Once db.t records 61 itself, there is nothing left to remember.
-    assert clean_after(nxt.ranges, ["db.t"], {"db.t": {TP0: 61}}, clean) == {}
+    assert clean_after(second.starts(), second.positions(), ["db.t"], {"db.t": {TP0: 61}}, clean) == {}
 
 
 def test_a_table_that_lags_elsewhere_gains_no_memory_and_stale_floors_stay_refused() -> None:
     # db.b records 5 but the round took 20..30: nothing says 5..20 held no rows for db.b.
     round_ = answer("a1", "r1", [TP0], {TP0: (20, 30)}, {"db.a": {TP0: 20}}, {"db.a": files("/wh/a")})
-    assert clean_after(round_.ranges, ["db.a"], {"db.a": {TP0: 30}, "db.b": {TP0: 5}}, {}) == {}
+    taken = judge([round_], {"db.a": {TP0: 20}, "db.b": {TP0: 5}})
+    assert [a.answer_id for a in taken.accepted] == ["a1"]
+    assert clean_after(taken.starts(), taken.positions(), ["db.a"], {"db.a": {TP0: 30}, "db.b": {TP0: 5}}, {}) == {}
     # Memory never excuses rows cut against a floor the table no longer records (a zombie's).
     stale = answer("a2", "r2", [TP0], {TP0: (31, 40)}, {"db.t": {TP0: 10}}, {"db.t": files("/wh/z")})
     why = judge([stale], {"db.t": {TP0: 30}}, {"db.t": {TP0: 31}}).rejected["a2"]
