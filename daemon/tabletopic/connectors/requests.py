@@ -24,7 +24,7 @@ from tabletopic.connectors.refusals import AlreadyExists, BadRequest, NotFound, 
 from tabletopic.connectors.runtime import FAILED, UNASSIGNED
 from tabletopic.connectors.status_board import TaskStatus
 from tabletopic.consume.group_offsets import committed_offsets
-from tabletopic.offsets.resume import resume_positions
+from tabletopic.offsets.resume import tables_resume
 from tabletopic.topic_partition import TopicPartition
 
 log = structlog.get_logger(__name__)
@@ -223,11 +223,8 @@ class ConnectorRequests:
         finally:
             reader.close()
         clients = self._herder.kafka.for_connector(config.consumer_overrides, config.producer_overrides)
-        offsets = {t: r.offsets for t, r in recorded.items()}
-        round_starts = {t: r.round_start for t, r in recorded.items()}
-        named = {tp for held in (*offsets.values(), *round_starts.values()) for tp in held}
-        group = await committed_offsets(clients, config.group_id, named)
-        return resume_positions(offsets, round_starts, group)
+        group = await committed_offsets(clients, config.group_id, tables_resume(recorded))  # the partitions named
+        return tables_resume(recorded, group)
 
     async def change_offsets(self, name: str, changes: OffsetChanges | None) -> None:
         """Alter (or, with None, reset) the offsets: the connector must be STOPPED and its group empty."""

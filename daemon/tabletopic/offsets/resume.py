@@ -53,7 +53,8 @@ def resume_positions(recorded: Offsets, round_starts: Offsets | None = None,
     return out
 
 
-def tables_resume(by_table: Mapping[str, Recorded]) -> dict[TopicPartition, int]:
-    """Where each partition resumes by what the tables record, with no consumer group to ask."""
+def tables_resume(by_table: Mapping[str, Recorded],
+                  group: Mapping[TopicPartition, int] | None = None) -> dict[TopicPartition, int]:
+    """Where each partition the tables name resumes, by what they record and the group's offsets, if given."""
     return resume_positions({t: r.offsets for t, r in by_table.items()},
-                            {t: r.round_start for t, r in by_table.items()})
+                            {t: r.round_start for t, r in by_table.items()}, group)
