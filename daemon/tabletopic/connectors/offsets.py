@@ -27,7 +27,8 @@ from tabletopic.config.connector import ConnectorConfig
 from tabletopic.consume.faust_aiokafka import admin_request
 from tabletopic.kafka_clients import KafkaClients
 from tabletopic.offsets.resume import resume_positions
-from tabletopic.offsets.source_offsets import Recorded, read_recorded, tables_recording
+from tabletopic.offsets.source_offsets import Recorded, tables_recording
+from tabletopic.start_positions import table_reader
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.spark_session import SparkRuntime
@@ -61,12 +62,8 @@ class TableOffsets:
         return sorted(names)
 
     def read(self) -> dict[str, Recorded]:
-        out = {}
-        for name in self.tables():
-            handle = self._tables.get(name)
-            handle.java.refresh()
-            out[name] = read_recorded(handle.java, handle.branch, self.config.group_id)
-        return out
+        read = table_reader(self._tables, self.config.group_id)
+        return {name: read(name) for name in self.tables()}
 
     def change(self, changes: OffsetChanges | None) -> dict[TopicPartition, int]:
         """Record ``changes`` in every table (None: forget every partition); the new resume positions."""

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 
 from tabletopic.config.connector import ConnectorConfig
+from tabletopic.consume.group_offsets import committed_offsets
 from tabletopic.kafka_clients import KafkaClients
 from tabletopic.offsets.source_offsets import VTTS_KEY, PyIcebergTable, Recorded, recorded_in
 from tabletopic.topic_partition import TopicPartition
@@ -33,16 +34,13 @@ async def _kafka(clients: KafkaClients, group: str, positions: dict[TopicPartiti
     """The group's committed offsets, and each partition's end as a fetch reports it (its high
     watermark): ListOffsets is not answered right by every broker."""
     from aiokafka import TopicPartition as KafkaTP
-    admin = clients.admin()
+    wanted = [KafkaTP(t, p) for t, p in sorted(positions)]
+    if not wanted:
+        return {}, {}
+    committed = await committed_offsets(clients, group, positions)
     consumer = clients.consumer(enable_auto_commit=False)
-    await admin.start()
     await consumer.start()
     try:
-        wanted = [KafkaTP(t, p) for t, p in sorted(positions)]
-        if not wanted:
-            return {}, {}
-        # Partitions named: an OffsetFetch for all of a group's partitions is not answered by every broker.
-        committed = await admin.list_consumer_group_offsets(group, partitions=wanted)
         consumer.assign(wanted)
         for tp in wanted:
             consumer.seek(tp, positions[(tp.topic, tp.partition)])
@@ -53,10 +51,9 @@ async def _kafka(clients: KafkaClients, group: str, positions: dict[TopicPartiti
                     if (hw := consumer.highwater(tp)) is not None and hw >= 0}
             if len(ends) == len(wanted):
                 break
-        return ({(tp.topic, tp.partition): meta.offset for tp, meta in committed.items() if meta.offset >= 0}, ends)
+        return committed, ends
     finally:
         await consumer.stop()
-        await admin.close()
 
 
 def table_statuses(config: ConnectorConfig, tables: list[str]) -> list[TableStatus]:
