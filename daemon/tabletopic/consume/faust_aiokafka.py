@@ -63,14 +63,20 @@ _USED: list[tuple[type, str, bool]] = [
 ]
 
 
-def _assigned_in_source(cls: type, name: str) -> bool:
+def _source(klass: type, sources: dict[type, str]) -> str:
+    if klass not in sources:
+        try:
+            sources[klass] = inspect.getsource(klass)
+        except (OSError, TypeError):
+            sources[klass] = ""
+    return sources[klass]
+
+
+def _assigned_in_source(cls: type, name: str, sources: dict[type, str]) -> bool:
     for klass in cls.__mro__:
         if klass is object:
             continue
-        try:
-            source = inspect.getsource(klass)
-        except (OSError, TypeError):
-            continue
+        source = _source(klass, sources)
         if f"self.{name} =" in source or f"self.{name}:" in source or f"    {name} =" in source \
                 or f"    {name}:" in source:
             return True
@@ -79,9 +85,10 @@ def _assigned_in_source(cls: type, name: str) -> bool:
 
 def missing_internals(used: list[tuple[type, str, bool]] | None = None) -> list[str]:
     """Each internal this module needs that the installed Faust or aiokafka no longer has."""
+    sources: dict[type, str] = {}  # each class's source, read once: several names share a class
     missing = []
     for cls, name, method in _USED if used is None else used:
-        found = callable(getattr(cls, name, None)) if method else _assigned_in_source(cls, name)
+        found = callable(getattr(cls, name, None)) if method else _assigned_in_source(cls, name, sources)
         if not found:
             missing.append(f"{cls.__module__}.{cls.__qualname__}.{name}")
     return missing
