@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import tempfile
 from collections.abc import Iterable
 from typing import Any
 
@@ -55,12 +56,16 @@ class FaustConsumer:
         self._taken_generation: dict[TP, int] = {}  # per partition, the seek generation of the last batch taken
         session_s = worker.session_timeout_ms / 1000
         overrides = {**worker.consumer_props, **config.consumer_overrides}
+        # Faust makes its data directory at start even for in-memory tables: left to itself, it makes
+        # <group>-data in the working directory of every process. Nothing in it outlives the consumer.
+        self._datadir = tempfile.TemporaryDirectory(prefix="tabletopic-faust-")
         self.app = BatchingApp(
             config.group_id,
             broker=[f"kafka://{server}" for server in worker.bootstrap_servers],
             broker_credentials=clients.faust_credentials(),
             web_enabled=False,
             store="memory://",
+            datadir=self._datadir.name,
             autodiscover=False,
             topic_allow_declare=False,
             topic_disable_leader=True,
@@ -160,6 +165,7 @@ class FaustConsumer:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.app.stop()
+        self._datadir.cleanup()
 
     # -- the agent --------------------------------------------------------------------------------
     async def _deliver(self, fetch: Fetch) -> None:
