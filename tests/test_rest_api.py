@@ -6,14 +6,25 @@ Every body is compared field by field with the shape Connect answers (``connect/
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import subprocess
 import sys
+import threading
+import urllib.error
+import urllib.request
 from collections import Counter
+from collections.abc import Iterator
+from http.server import HTTPServer
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from kafka_connect_api.errors import GenericNotFound
+from kafka_connect_api.kafka_connect_api import Api, Cluster
+from kafka_connect_healthcheck.handler import RequestHandler
+from kafka_connect_healthcheck.health import Health
 
 from tabletopic import __version__
 from tabletopic.demo.broker import free_port
@@ -208,6 +219,124 @@ def test_connectors_over_rest_create_reconfigure_pause_stop_reset_offsets_and_de
     for line in lines:
         doc = json.loads(line)
         assert isinstance(doc, dict) and "event" in doc and "level" in doc, line
+
+
+def _starts(daemon: DaemonProcess) -> int:
+    return daemon.output().count('"event": "connector started"')
+
+
+def _cli(*args: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "tabletopic", *args], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.timeout(420)
+@pytest.mark.slow
+def test_connect_clients_drive_a_daemon_from_its_start_and_the_healthcheck_sidecar_watches_it(
+        bootstrap: str, warehouse: Warehouse, tmp_path: Path) -> None:
+    """Two clients nobody here wrote: kafka-connect-api's SDK and the healthcheck sidecar that Kubernetes
+    deployments of Connect use as their liveness probe. As a provisioning script does, the SDK waits for
+    GET /connectors and creates the connector while the JVM still starts."""
+    topic, table, name = unique("early"), "rest.early", unique("early")
+    create_topic(bootstrap, topic, 2)
+    produce(bootstrap, topic, _records(0, 500))
+    port = free_port()
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap, listeners=f"http://127.0.0.1:{port}"), []).start()
+    rest = Rest(port)
+    cluster = Cluster(Api(url=rest.base))
+    wait_until(lambda: rest.status_of("/connectors") == 200, 120, "GET /connectors", daemon, every=0.05)
+    ready_status, ready = rest.call("GET", "/ready")
+    assert ready_status == 503 and ready["phase"] != "starting connectors", ready  # the JVM is not up yet
+    config = {"connector.class": SINK, "topics": topic, "iceberg.tables": table,
+              "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
+              "iceberg.tables.evolve-schema-enabled": "true", "iceberg.control.commit.interval-ms": "1000",
+              **warehouse.connector_props()}
+    created = cluster.api.post_raw("/connectors", json={"name": name, "config": config})
+    assert created.status_code == 201, created.text
+    connector = cluster.connectors[name]
+    assert connector.exists()  # GET /connectors/{name}/, with its trailing slash
+    early = connector.status
+    assert early["connector"]["state"] in ("UNASSIGNED", "RUNNING"), early
+    seen: set[tuple[str, str]] = set()
+
+    def states() -> tuple[str, str]:
+        """The connector's state, then its task's from the task's own resource, as UIs read them."""
+        shown = connector.state
+        tasks = connector.tasks
+        pair = (shown, tasks[0].state if tasks else "none")
+        seen.add(pair)
+        if shown in ("RUNNING", "PAUSED"):
+            assert pair[1] in (shown, "FAILED"), f"the connector is {shown}, its task {pair[1]}"
+        return pair
+
+    # No other call: the worker runs it once it is up.
+    wait_until(lambda: states() == ("RUNNING", "RUNNING") and _count(warehouse, table) == 500, 120,
+               "the connector RUNNING and its records in the table", daemon, every=0.1)
+    assert connector.status["tasks"][0]["worker_id"] == f"127.0.0.1:{port}"
+    assert [t.config for t in connector.tasks] == [{**config, "name": name}]
+    assert cluster.kafka_cluster == AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).cluster_id
+
+    with _healthcheck(rest.base) as probe:
+        assert _probe(probe) == 200  # healthy while RUNNING
+
+        connector.pause()
+        wait_until(lambda: states() == ("PAUSED", "PAUSED"), 60, "PAUSED", daemon, every=0.1)
+        connector.resume()
+        wait_until(lambda: states() == ("RUNNING", "RUNNING"), 60, "RUNNING again", daemon, every=0.1)
+
+        # Reconfigure: the SDK PUTs the whole config; the next records carry the new field.
+        starts = _starts(daemon)
+        connector.config = {**config, "transforms": "src",
+                            "transforms.src.type": "org.apache.kafka.connect.transforms.InsertField$Value",
+                            "transforms.src.static.field": "src", "transforms.src.static.value": "v2"}
+        wait_until(lambda: _starts(daemon) > starts and states() == ("RUNNING", "RUNNING"), 120,
+                   "the connector restarted with its new configuration", daemon, every=0.1)
+        produce(bootstrap, topic, _records(500, 1000))
+        wait_until(lambda: _count(warehouse, table) == 1000, 120, "records after the new configuration", daemon)
+        assert Counter(r.src for r in warehouse.rows(table, "src")) == {None: 500, "v2": 500}
+
+        starts = _starts(daemon)
+        connector.restart_all_tasks()
+        wait_until(lambda: _starts(daemon) > starts and states() == ("RUNNING", "RUNNING"), 120,
+                   "the task restarted", daemon, every=0.1)
+        assert _probe(probe) == 200
+
+        # A bad record under errors.tolerance=none fails the task: the sidecar says so.
+        produce(bootstrap, topic, [(b"x", b"{not json", 0)])
+        wait_until(lambda: states()[1] == "FAILED", 120, "the task FAILED", daemon, every=0.1)
+        assert "failed in convert" in connector.tasks[0].status["trace"]
+        assert _probe(probe) == 503
+    assert ("RUNNING", "FAILED") in seen  # as Connect shows a connector whose task failed
+
+    connector.delete()
+    with pytest.raises(GenericNotFound):
+        connector.exists()  # the SDK raises on the 404 rather than answering False
+    assert list(cluster.connectors) == [] and _count(warehouse, table) == 1000
+    assert daemon.terminate() == 0
+
+
+@contextlib.contextmanager
+def _healthcheck(connect_url: str) -> Iterator[str]:
+    """kafka-connect-healthcheck's own server and handler, on loopback (its main() binds every address)."""
+    health = Health(connect_url, None, ["FAILED"], "", 0, ["connector", "task"])
+    server = HTTPServer(("127.0.0.1", 0), functools.partial(RequestHandler, health))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def _probe(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
 
 
 def _starts(daemon: DaemonProcess) -> int:

@@ -170,11 +170,11 @@ class ConnectorRequests:
         if not self._herder.started and spec.target is not TargetState.STOPPED:
             return UNASSIGNED, "the worker is still starting; the connector runs once it is up"
         runtime = self._herder.runtimes.get(name)
-        if spec.target is TargetState.STOPPED and runtime is not None:
+        if spec.target is TargetState.STOPPED:
             # Still stopping (its final commit, leaving the group): STOPPED once its runtime is gone, as
             # Connect shows it, so that a client waiting for STOPPED may then change its offsets.
-            return runtime.state, None
-        return spec.target.value, None
+            return (runtime.state if runtime is not None else spec.target.value), None
+        return state_of_tasks(spec.target, [t.state for t in self.tasks(name)])
 
     def topics(self, name: str) -> list[str]:
         return sorted({t for task in self.tasks(name) for t in task.topics})
@@ -250,3 +250,22 @@ class ConnectorRequests:
             return self._herder.parse(spec.config)
         except ConfigError as exc:
             raise BadRequest(str(exc)) from exc
+
+
+def state_of_tasks(target: TargetState, tasks: list[str]) -> tuple[str, str | None]:
+    """A running or paused connector's state, as its tasks show it.
+
+    Tools that show tasks beside their connector (Kafka UIs, the healthcheck sidecar) must never see a
+    RUNNING connector whose only task is UNASSIGNED, or a PAUSED one whose task still runs. So the
+    connector shows what its live tasks agree on, and its target only while they disagree (a pause or
+    a resume reaching several workers). Failed tasks leave it RUNNING, as Connect shows a connector
+    whose tasks failed.
+    """
+    live = {s for s in tasks if s != FAILED}
+    if not tasks:
+        return UNASSIGNED, "no worker runs its task yet"
+    if not live:
+        return target.value, None
+    if len(live) == 1:
+        return live.pop(), None
+    return target.value, None
