@@ -7,7 +7,8 @@ Two things need their internals:
   converting it.  So the consumer's ``_getmany`` and ``_drain_messages`` are replaced, and aiokafka's
   fetched batches are drained as the record objects its decoder already made.
 * A few settings and calls with no public form: Faust's delay before it resubscribes, the partitions
-  it paused itself, its offset commit, aiokafka's underlying consumer, and a DeleteGroups request.
+  it paused itself, its offset commit, its rebalance sensors, aiokafka's underlying consumer, and a
+  DeleteGroups request.
 
 No other module touches a leading-underscore attribute of either library.  Both are pinned to the
 minor versions tested (``setup.cfg``, ``constraints.txt``); :func:`missing_internals` checks at
@@ -58,6 +59,7 @@ _USED: list[tuple[type, str, bool]] = [
     (FetchResult, "_partition_records", False),
     (PartitionRecords, "_consumer_record", True),
     (faust.App, "_new_transport", True),
+    (faust.App, "_rebalancing_sensor_state", False),
     (Conductor, "_resubscribe_sleep_lock_seconds", False),
     (AIOKafkaAdminClient, "_send_request", True),
 ]
@@ -201,6 +203,14 @@ class RawFetchApp(faust.App):
         transport = super()._new_transport()
         transport.Consumer = RawFetchConsumer
         return transport
+
+    def on_rebalance_return(self) -> None:
+        # Faust starts a rebalance's sensors when aiokafka announces a revocation, and aiokafka
+        # announces none before a member's first assignment: so every first join logged a warning
+        # ("Missing sensor state for rebalance #1") about nothing wrong.
+        if not self._rebalancing_sensor_state:
+            self._rebalancing_sensor_state = self.sensors.on_rebalance_start(self)
+        super().on_rebalance_return()
 
 
 # -- settings and calls with no public form --------------------------------------------------------------

@@ -76,7 +76,7 @@ def relay_lines(stream: IO[bytes], logger_name: str = "spark", expected: tuple[s
 
     The pipe must always be drained, or the JVM blocks on a full pipe: the thread reads to the end
     whatever the level lets through. Lines containing one of ``expected`` are warnings about the way
-    tabletopic uses the JVM on purpose, and are dropped.
+    tabletopic uses the JVM on purpose: they, and the stack trace after them, go to DEBUG.
     """
     logger = logging.getLogger(logger_name)
 
@@ -84,7 +84,7 @@ def relay_lines(stream: IO[bytes], logger_name: str = "spark", expected: tuple[s
         level = logging.INFO
         for raw in iter(stream.readline, b""):
             line = raw.decode(errors="replace").rstrip()
-            if not line or any(e in line for e in expected):
+            if not line:
                 continue
             match = _LOG4J.match(line)
             if match is None:
@@ -92,7 +92,7 @@ def relay_lines(stream: IO[bytes], logger_name: str = "spark", expected: tuple[s
                 continues = line.startswith(("\t", " ", "Caused by:", "java.", "org.", "scala.", "py4j."))
                 logger.log(level if continues else logging.INFO, line)
             else:
-                level = _LOG4J_LEVELS[match.group("level")]
+                level = logging.DEBUG if any(e in line for e in expected) else _LOG4J_LEVELS[match.group("level")]
                 logger.log(level, match.group("message"), extra={"jvm_logger": match.group("logger")})
         stream.close()
 

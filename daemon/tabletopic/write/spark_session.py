@@ -55,9 +55,13 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
 _QUIET_JVM_LOGGERS = ("org.apache.iceberg.hadoop.HadoopTableOperations",)
 # Each write ships its rows to the tasks as Arrow batches (localRelationThreshold=0), which Spark
 # warns about once a task passes 1,000 KiB: that is the design, not a mistake.
-_EXPECTED_JVM_WARNINGS = ("contains a task of very large size",)
+# Hadoop's native library would only speed up codecs that Iceberg's Parquet writer does not use.
+_EXPECTED_JVM_WARNINGS = ("contains a task of very large size", "Unable to load native-hadoop library")
 # In local mode nothing needs to reach the driver from another host, so it binds to loopback.
 LOCAL_MODE_CONF: dict[str, str] = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+# Spark asks what the host name resolves to before it reads spark.driver.host, and warns when that is
+# loopback; in local mode loopback is what the driver binds to.
+_EXPECTED_LOCAL_MODE_WARNINGS = ("resolves to a loopback address", "Set SPARK_LOCAL_IP if you need")
 
 
 class SparkRuntime:
@@ -142,7 +146,9 @@ class SparkRuntime:
             # Its output (log4j text) is piped into our log, so that every line has the daemon's format.
             gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True, "stdout": subprocess.PIPE,
                                                                "stderr": subprocess.STDOUT})
-            relay_lines(gateway.proc.stdout, "spark", _EXPECTED_JVM_WARNINGS)
+            local = conf["spark.master"].startswith("local")
+            relay_lines(gateway.proc.stdout, "spark",
+                        _EXPECTED_JVM_WARNINGS + (_EXPECTED_LOCAL_MODE_WARNINGS if local else ()))
             SparkContext(conf=spark_conf, gateway=gateway)
         builder = SparkSession.builder
         for key, value in conf.items():
