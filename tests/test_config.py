@@ -276,3 +276,14 @@ def test_table_topic_mode_names_its_own_tables() -> None:
     assert "is not used in Table Topic mode" in problems(**{"tabletopic.table-topic.enabled": "true"})
     assert "tabletopic.table-topic.namespace='a..b'" in problems(**{
         "tabletopic.table-topic.enabled": "true", "iceberg.tables": None, "tabletopic.table-topic.namespace": "a..b"})
+
+
+def test_a_table_another_engine_compacts_gets_maintenance_that_keeps_out_of_its_way() -> None:
+    config = parse_connector({**GOOD, "iceberg.tables": "db.a,db.b", "iceberg.table.db.a.external-compaction": "true"},
+                             WORKER)
+    assert not config.warnings
+    assert config.table("db.a").external_compaction and not config.table("db.b").external_compaction
+    assert config.maintenance_of("db.a") == config.maintenance.beside_external_compaction()
+    assert config.maintenance_of("db.b") is config.maintenance
+    with pytest.raises(ConfigError, match=r"iceberg\.table\.db\.a\.external-compaction"):
+        parse_connector({**GOOD, "iceberg.table.db.a.external-compaction": "yes"}, WORKER)

@@ -9,6 +9,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -558,3 +559,65 @@ def test_maintenance_by_someone_else_beside_the_sink(bootstrap: str, spark: Spar
     assert status.returncode == 0, status.stderr
     assert f"table {TABLE}: offsets from the snapshot, committed " in status.stdout, status.stdout
     assert "total lag: 0 records" in status.stdout, status.stdout
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.slow
+def test_another_engines_compaction_lands_on_a_table_marked_external_compaction(
+        bootstrap: str, warehouse: Warehouse, tmp_path: Path) -> None:
+    """An upsert table committed every 2 s, which a separate Spark session compacts as its scheduler
+    would, with rewrite_data_files' defaults. With iceberg.table.<t>.external-compaction the commits
+    carry equality deletes only, which never fail a rewrite; only the daemon's looks put position
+    deletes on data files. Each rewrite here starts right after a look has ended, so the next look
+    comes an interval (40 s) after it: by construction none runs beside it, and every rewrite lands."""
+    topic = unique("external")
+    create_topic(bootstrap, topic, PARTITIONS)
+    connector = upsert_connector(topic, warehouse, **{
+        "iceberg.control.commit.interval-ms": "2000",
+        f"iceberg.table.{TABLE}.external-compaction": "true",
+        "tabletopic.maintenance.enabled": "true", "tabletopic.maintenance.interval-ms": "40000",
+        "tabletopic.maintenance.orphans.interval-ms": str(1000 * HOUR_MS)})
+    group = f"connect-{connector['name']}"
+    model = Model(seed=31, keys=5_000)
+    seed(bootstrap, topic, model)
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
+    wait_until(lambda: committed(warehouse, group) == model.produced, 240, "the first keys", daemon)
+
+    stop = threading.Event()
+
+    def keep_changing() -> None:  # the model is this thread's until it is joined
+        while not stop.wait(0.5):
+            produce(bootstrap, topic, model.changes(150))
+
+    changer = threading.Thread(target=keep_changing, name="changes")
+    changer.start()
+    try:
+        landed, refused = 0, []
+        for _ in range(3):
+            looks = len(events(daemon, "maintained"))
+            wait_until(lambda seen=looks: len(events(daemon, "maintained")) > seen, 120, "a look to end", daemon)
+            try:
+                warehouse.sql(f"CALL {{c}}.system.rewrite_data_files(table => '{TABLE}')")
+                landed += 1
+            except Exception as exc:  # py4j's error, told by its message
+                refused.append(str(exc).splitlines()[0][:300])
+        wait_until(lambda: len(events(daemon, "committed")) >= 80, 300, "80 commits", daemon)
+    finally:
+        stop.set()
+        changer.join()
+    assert landed >= 2, refused
+    foreign = [s for s in stats(warehouse).snapshots if s.foreign_rewrite]
+    assert len(foreign) == landed
+    wait_until(lambda: committed(warehouse, group) == model.produced, 240, "every change", daemon)
+    commits = events(daemon, "committed")
+    assert len(commits) >= 80 and {c["position_deletes"] for c in commits} == {0}
+    # The looks keep what readers pay for bounded: equality deletes live only until the next look.
+    after = stats(warehouse)
+    assert after.equality_deletes <= 40, after.describe()
+    maintained = events(daemon, "maintained")
+    assert sum(e["equality_deletes_converted"] for e in maintained) > 0, maintained[-3:]
+    assert all("compact" not in e["steps"] for e in maintained), maintained
+    told = events(daemon, "another engine compacts this table, as external-compaction says")
+    assert [e["table"] for e in told] == [TABLE]
+    daemon.kill()
+    assert_matches(warehouse, model, "beside another engine's compaction")

@@ -53,6 +53,7 @@ class TableConfig:
     commit_branch: str | None
     upsert: bool
     cdc_field: str | None
+    external_compaction: bool = False  # another engine compacts it: commits carry no position deletes
 
     @property
     def keyed(self) -> bool:
@@ -127,8 +128,15 @@ class ConnectorConfig:
                 commit_branch=own.get("commit-branch", self.raw.get("iceberg.tables.default-commit-branch")),
                 upsert=upsert,
                 cdc_field=cdc_field,
+                external_compaction=_true(own.get("external-compaction")),
             )
         return self._tables[name]
+
+    def maintenance_of(self, table: str) -> MaintenanceSettings:
+        """The maintenance settings of one table: the connector's, or for a table another engine
+        compacts, those that keep out of that engine's way."""
+        return self.maintenance.beside_external_compaction() if self.table(table).external_compaction \
+            else self.maintenance
 
     @property
     def may_key(self) -> bool:
@@ -214,7 +222,7 @@ def _check_tables(values: dict[str, Any], props: Mapping[str, str], out: Parsed)
             message = partition_by_problem(value)
             if message:
                 out.problems.append(Problem(key, value, message))
-        if key.startswith(TABLE_PREFIX) and key.endswith(".upsert-mode-enabled"):
+        if key.startswith(TABLE_PREFIX) and key.endswith((".upsert-mode-enabled", ".external-compaction")):
             parse_value(Key(key, KeyType.BOOLEAN, False, ""), value, out)  # told as any boolean key is
     for name in tables or []:
         own = prefixed(props, f"{TABLE_PREFIX}{name}.")

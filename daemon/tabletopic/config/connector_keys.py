@@ -24,7 +24,8 @@ WRITE_PREFIX = "iceberg.tables.write-props."
 KAFKA_PREFIX = "iceberg.kafka."
 CONSUMER_OVERRIDE_PREFIX = "consumer.override."
 PRODUCER_OVERRIDE_PREFIX = "producer.override."
-TABLE_KEYS = ("route-regex", "id-columns", "partition-by", "commit-branch", "upsert-mode-enabled", "cdc-field")
+TABLE_KEYS = ("route-regex", "id-columns", "partition-by", "commit-branch", "upsert-mode-enabled", "cdc-field",
+              "external-compaction")
 CONVERTER_GROUP = "tabletopic.converters"
 # Converters that read schema ids: they need schema.registry.url, or the worker's built-in registry.
 REGISTRY_CONVERTERS = {"io.confluent.connect.avro.AvroConverter", "io.confluent.connect.protobuf.ProtobufConverter",
@@ -202,6 +203,12 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
     Key(TABLE_PREFIX + "<table>.cdc-field", KeyType.PREFIX, None,
         "The change operation's field for <table> alone; iceberg.tables.cdc-field otherwise. An empty value "
         "turns CDC off for <table>."),
+    Key(TABLE_PREFIX + "<table>.external-compaction", KeyType.PREFIX, None,
+        "true: another engine compacts <table> (Spark's rewrite_data_files on a schedule, S3 Tables, Glue's "
+        "optimizer). Its commits then carry equality deletes and never position deletes, which would make that "
+        "engine's rewrites fail; the connector does not compact it, removes the delete files the other engine's "
+        "rewrites left dangling, and turns equality deletes into position deletes only at its looks "
+        "(tabletopic.maintenance.interval-ms), unless equality-deletes.convert=off. Default false."),
     Key(AUTO_CREATE_PREFIX + "*", KeyType.PREFIX, None, "Table properties set on auto-created tables."),
     Key(WRITE_PREFIX + "*", KeyType.PREFIX, None, "Write properties (e.g. write.parquet.compression-codec)."),
     Key(HADOOP_PREFIX + "*", KeyType.PREFIX, None, "Hadoop configuration for the catalog (hadoop.* catalog props)."),

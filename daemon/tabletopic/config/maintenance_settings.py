@@ -6,7 +6,7 @@ connector key in :mod:`tabletopic.config.connector`; this is their parsed form.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 MB = 1024 * 1024
@@ -27,6 +27,7 @@ class MaintenanceSettings:
     orphan_age_s: float
     orphan_interval_s: float
     max_manifests: int
+    compaction: bool = True  # False: another engine compacts the table (iceberg.table.<t>.external-compaction)
 
     @property
     def convert_equality_deletes(self) -> bool:
@@ -41,6 +42,13 @@ class MaintenanceSettings:
         """Whether each round between looks converts the equality deletes it finds: with "round" all of
         them, with "commit" those of commits that could not carry position deletes."""
         return self.conversion in ("round", "commit")
+
+    def beside_external_compaction(self) -> MaintenanceSettings:
+        """For a table another engine compacts. Its rewrites fail on any position delete committed, while
+        they run, against a file they replace: so commits carry equality deletes only, and only the looks
+        convert them, a few short commits an interval apart. The connector's own compaction would race
+        the other engine's, so it is off."""
+        return replace(self, conversion="off" if self.conversion == "off" else "look", compaction=False)
 
     def enabled_for(self, keyed: bool) -> bool:
         return self.mode == "true" or (self.mode == "auto" and keyed)

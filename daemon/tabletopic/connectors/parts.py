@@ -74,7 +74,8 @@ def build_sink(config: ConnectorConfig, clients: KafkaClients, spark: SparkRunti
                         config.case_insensitive, ledger, config.evolve_schema)
     maintainer = Maintainer(config.name, config.group_id, tables, config.maintenance, metrics,
                             lambda: {*tables.known(), *(config.tables or [])},
-                            enabled=lambda table: config.maintenance.enabled_for(config.table(table).keyed))
+                            enabled=lambda table: config.maintenance.enabled_for(config.table(table).keyed),
+                            table_settings=config.maintenance_of)
     committer = TableCommitter(lambda: spark.jvm, config.name, config.group_id,
                                lambda table: metrics.commit_retries.labels(table=table).inc(),
                                maintainer.commit_positions.committing)

@@ -17,8 +17,8 @@ from tabletopic.config.maintenance_settings import MaintenanceSettings
 
 
 class CommitPositions:
-    def __init__(self, settings: MaintenanceSettings, enabled: Callable[[str], bool]) -> None:
-        self._settings = settings
+    def __init__(self, settings: Callable[[str], MaintenanceSettings], enabled: Callable[[str], bool]) -> None:
+        self._settings = settings  # each table's
         self._enabled = enabled
         self._compacting: set[str] = set()
         self._turns: dict[str, threading.Lock] = {}  # per table: a commit with positions, or a compaction's start
@@ -30,11 +30,12 @@ class CommitPositions:
     def committing(self, name: str) -> Iterator[int]:
         """Around one commit of ``name``: yields the most rows the commit may read to carry
         position deletes (``CommitDeletes.resolve``), or 0 for equality deletes."""
-        if not self._settings.converts_at_commit or not self._enabled(name):
+        settings = self._settings(name)
+        if not settings.converts_at_commit or not self._enabled(name):
             yield 0
             return
         with self._turn(name):
-            yield 0 if name in self._compacting else self._settings.commit_max_rows
+            yield 0 if name in self._compacting else settings.commit_max_rows
 
     def compaction_starts(self, name: str) -> None:
         """From now until :meth:`compaction_ends`, commits of ``name`` carry equality deletes; returns once

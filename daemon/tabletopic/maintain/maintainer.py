@@ -24,7 +24,7 @@ from tabletopic.config.maintenance_settings import MaintenanceSettings
 from tabletopic.maintain.commit_positions import CommitPositions
 from tabletopic.maintain.plan import plan_conversion, plan_maintenance
 from tabletopic.maintain.table_maintenance import MaintenanceReport, MaintenanceStopped, run_plan
-from tabletopic.maintain.table_stats import stats_from_java
+from tabletopic.maintain.table_stats import TableStats, stats_from_java
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.offsets.source_offsets import read_recorded
 from tabletopic.write.iceberg_tables import IcebergTables
@@ -37,11 +37,16 @@ class Maintainer:
     def __init__(self, connector: str, group_id: str, tables: IcebergTables, settings: MaintenanceSettings,
                  metrics: SinkMetrics, names: Callable[[], Iterable[str]],
                  enabled: Callable[[str], bool] = lambda table: True,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 table_settings: Callable[[str], MaintenanceSettings] | None = None) -> None:
+        """``settings`` are the connector's; ``table_settings`` gives a table's own, where they differ
+        (a table another engine compacts)."""
         self._connector = connector
         self._group_id = group_id
         self._tables = tables
         self._settings = settings
+        self._table_settings = table_settings or (lambda table: settings)
+        self._told_foreign: set[str] = set()  # tables whose foreign rewrites were logged
         self._metrics = metrics
         self._names = names
         self._enabled = enabled
@@ -51,7 +56,8 @@ class Maintainer:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"maintain-{connector}")
         self._last_look: dict[str, float] = {}
         self._last_orphans: dict[str, float] = {}
-        self.commit_positions = CommitPositions(settings, enabled)  # the committer asks it around each commit
+        # The committer asks it around each commit.
+        self.commit_positions = CommitPositions(self._table_settings, enabled)
         self._stopping = False
         self.last_error: str | None = None
 
@@ -66,10 +72,8 @@ class Maintainer:
             # First looked at one interval after it is first seen, not at once: a coordinator that
             # just took over (a rebalance, a restart) has catching up to do first.
             self._last_look.setdefault(name, now)
-        if self._settings.converts_every_round:
-            # Between looks, every round converts the equality deletes it finds (see plan_conversion).
-            return sorted(names)
-        return sorted(n for n in names if self.look_due(n, now))
+        # Between looks, every round converts the equality deletes it finds (see plan_conversion).
+        return sorted(n for n in names if self._table_settings(n).converts_every_round or self.look_due(n, now))
 
     def look_due(self, name: str, now: float) -> bool:
         """Whether ``name`` gets a whole look (every step whose trigger is met), not only a conversion."""
@@ -124,11 +128,13 @@ class Maintainer:
                                      f"newer than {epoch}")
         stats = stats_from_java(spark.jvm, table)
         self._observe(name, stats)
+        settings = self._table_settings(name)
+        self._tell_foreign_rewrites(name, stats, settings)
         now = self._clock()
         # Listing storage is the costliest step: first after one orphan interval, then once per interval.
-        orphans_due = now - self._last_orphans.setdefault(name, now) >= self._settings.orphan_interval_s
-        plan = (plan_maintenance(stats, self._settings, int(time.time() * 1000), orphans_due) if look
-                else plan_conversion(stats, self._settings))
+        orphans_due = now - self._last_orphans.setdefault(name, now) >= settings.orphan_interval_s
+        plan = (plan_maintenance(stats, settings, int(time.time() * 1000), orphans_due) if look
+                else plan_conversion(stats, settings))
         if plan.empty:
             return None
         self._log.info("maintenance starting", table=name, epoch=epoch, plan=plan.describe())
@@ -142,7 +148,7 @@ class Maintainer:
                 self.commit_positions.compaction_ends(name)
 
         try:
-            report = run_plan(spark.jvm, spark.session._jsparkSession, table, name, plan, stats, self._settings,
+            report = run_plan(spark.jvm, spark.session._jsparkSession, table, name, plan, stats, settings,
                               f"{self._connector}@{epoch}", keep_going, starting)
         finally:
             self.commit_positions.compaction_ends(name)
@@ -160,6 +166,25 @@ class Maintainer:
         if report.after is not None:
             self._observe(name, report.after)
         return report
+
+    def _tell_foreign_rewrites(self, name: str, stats: TableStats, settings: MaintenanceSettings) -> None:
+        """Once per table: another engine rewrites its files. Its rewrites fail whenever a commit puts
+        position deletes on a file they replace, which the connector's commits do unless told."""
+        if name in self._told_foreign:
+            return
+        foreign = [s.snapshot_id for s in stats.snapshots if s.foreign_rewrite]
+        if not foreign:
+            return
+        self._told_foreign.add(name)
+        if settings.compaction:
+            self._log.warning(
+                "another engine rewrites this table's data files; its rewrites fail whenever a commit or a "
+                "conversion puts position deletes on a file they replace, and this connector's do: set "
+                f"iceberg.table.{name}.external-compaction=true (see docs/tables.md)", table=name,
+                snapshot_id=foreign[-1])
+        else:
+            self._log.info("another engine compacts this table, as external-compaction says", table=name,
+                           snapshot_id=foreign[-1])
 
     def _observe(self, name: str, stats: Any) -> None:
         labels = {"table": name}

@@ -8,7 +8,7 @@ moving the expiry cut-off back to it.  A walk from the branch head then always r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tabletopic.config.maintenance_settings import MaintenanceSettings
 from tabletopic.maintain.table_stats import SnapshotInfo, TableStats
@@ -29,14 +29,20 @@ class MaintenancePlan:
     remove_orphans: bool
     convert: str | None = None  # why equality deletes are turned into position deletes, or None
     compact_min_input_files: int = 0  # the compaction's min-input-files: a cheap rewrite takes two
+    # Why delete files that no longer apply are removed without a compaction of ours, or None: another
+    # engine's rewrites leave them behind.
+    remove_dangling: str | None = None
 
     @property
     def empty(self) -> bool:
-        return not (self.convert or self.compact or self.expire or self.rewrite_manifests or self.remove_orphans)
+        return not (self.convert or self.compact or self.expire or self.rewrite_manifests or self.remove_orphans
+                    or self.remove_dangling)
 
     def describe(self) -> list[str]:
-        lines = [f"compact: {self.compact or 'not needed'}",
-                 f"convert equality deletes to position deletes: {self.convert or 'not needed'}"]
+        lines = [f"compact: {self.compact or 'not needed'}"]
+        if self.remove_dangling:
+            lines.append(f"remove dangling delete files: {self.remove_dangling}")
+        lines.append(f"convert equality deletes to position deletes: {self.convert or 'not needed'}")
         if self.expire is None:
             lines.append("expire snapshots: none due")
         else:
@@ -50,6 +56,14 @@ class MaintenancePlan:
 
 def plan_maintenance(stats: TableStats, settings: MaintenanceSettings, now_ms: int,
                      orphans_due: bool) -> MaintenancePlan:
+    manifests = (f"{stats.manifests} manifests (threshold {settings.max_manifests})"
+                 if stats.manifests > settings.max_manifests else None)
+    base = MaintenancePlan(None, plan_expiry(stats.snapshots, stats.heads, settings, now_ms), manifests,
+                           orphans_due and bool(stats.snapshots), _conversion(stats, settings))
+    if not settings.compaction:
+        # Another engine compacts it: its rewrites leave the deletes they applied behind, which cost
+        # readers until they are removed.
+        return replace(base, remove_dangling="another engine compacts this table" if stats.delete_files else None)
     compact = None
     if stats.most_deletes_per_file >= settings.delete_files:
         compact = (f"{stats.most_deletes_per_file} delete files apply to one data file "
@@ -62,12 +76,7 @@ def plan_maintenance(stats: TableStats, settings: MaintenanceSettings, now_ms: i
     if compact is None and cheap:
         compact = (f"{stats.paired_small_bytes} bytes of small data files that share a partition "
                    f"(cheap to rewrite up to {settings.cheap_rewrite_bytes})")
-    convert = _conversion(stats, settings)
-    manifests = (f"{stats.manifests} manifests (threshold {settings.max_manifests})"
-                 if stats.manifests > settings.max_manifests else None)
-    return MaintenancePlan(compact, plan_expiry(stats.snapshots, stats.heads, settings, now_ms), manifests,
-                           orphans_due and bool(stats.snapshots), convert,
-                           2 if cheap else settings.min_input_files)
+    return replace(base, compact=compact, compact_min_input_files=2 if cheap else settings.min_input_files)
 
 
 def plan_conversion(stats: TableStats, settings: MaintenanceSettings) -> MaintenancePlan:

@@ -35,7 +35,7 @@ def maintain_once(worker: WorkerConfig, config: ConnectorConfig, only: str | Non
         from tabletopic.write.pyiceberg_catalog import open_table
         for name in names:
             stats = stats_from_pyiceberg(open_table(config, name))
-            plan = plan_maintenance(stats, config.maintenance, now_ms, orphans_due=True)
+            plan = plan_maintenance(stats, config.maintenance_of(name), now_ms, orphans_due=True)
             say(f"table {name}: {stats.describe()}")
             for line in plan.describe():
                 say(f"  would {line}" if not line.endswith(("not needed", "none due")) else f"  {line}")
@@ -51,10 +51,11 @@ def maintain_once(worker: WorkerConfig, config: ConnectorConfig, only: str | Non
         for name in names:
             table = tables.get(name).java
             stats = stats_from_java(spark.jvm, table)
-            plan = plan_maintenance(stats, config.maintenance, now_ms, orphans_due=True)
+            settings = config.maintenance_of(name)
+            plan = plan_maintenance(stats, settings, now_ms, orphans_due=True)
             say(f"table {name}:")
-            report = run_plan(spark.jvm, spark.activate()._jsparkSession, table, name, plan, stats,
-                              config.maintenance, f"{config.name}@cli")
+            report = run_plan(spark.jvm, spark.activate()._jsparkSession, table, name, plan, stats, settings,
+                              f"{config.name}@cli")
             for line in report.describe():
                 say(f"  {line}")
     finally:

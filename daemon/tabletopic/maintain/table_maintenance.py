@@ -36,9 +36,7 @@ from typing import Any
 
 from tabletopic.config.maintenance_settings import MaintenanceSettings
 from tabletopic.maintain.plan import MaintenancePlan
-from tabletopic.maintain.table_stats import TableStats, stats_from_java
-
-MAINTAINED_BY_KEY = "tabletopic.maintained-by"
+from tabletopic.maintain.table_stats import MAINTAINED_BY_KEY, TableStats, stats_from_java
 
 
 class MaintenanceStopped(RuntimeError):
@@ -93,6 +91,14 @@ def _total(result: Any, *getters: str) -> int:
     return sum(int(getattr(result, g)()) for g in getters)
 
 
+def _remove_dangling(jvm: Any, table: Any, maintained_by: str) -> int:
+    """Remove the delete files that apply to no data file any more: the count, 0 when another commit came
+    between (the next look tries again)."""
+    removed = int(jvm.tabletopic.FileCensus.removeDanglingDeletes(table, {MAINTAINED_BY_KEY: maintained_by}))
+    table.refresh()
+    return max(0, removed)
+
+
 def run_plan(jvm: Any, jspark: Any, table: Any, name: str, plan: MaintenancePlan, before: TableStats,
              settings: MaintenanceSettings, maintained_by: str,
              keep_going: Callable[[], bool] = lambda: True,
@@ -128,9 +134,10 @@ def run_plan(jvm: Any, jspark: Any, table: Any, name: str, plan: MaintenancePlan
         report.added_files = int(result.addedDataFilesCount())
         report.rewritten_bytes = int(result.rewrittenBytesCount())
         table.refresh()
-        removed = int(jvm.tabletopic.FileCensus.removeDanglingDeletes(table, {MAINTAINED_BY_KEY: maintained_by}))
-        report.deletes_removed = max(0, removed)
-        table.refresh()
+        report.deletes_removed = _remove_dangling(jvm, table, maintained_by)
+    elif plan.remove_dangling:
+        step("dangling")
+        report.deletes_removed = _remove_dangling(jvm, table, maintained_by)
     # After a compaction, not before it: the equality deletes the sink committed while it ran are what
     # readers would pay for until the next look.
     if plan.convert or (plan.compact and settings.convert_equality_deletes):

@@ -13,6 +13,8 @@ from typing import Any
 
 from tabletopic.offsets.source_offsets import OFFSETS_KEY_PREFIX
 
+# In the summary of every snapshot the connector's maintenance makes: what tells its rewrites from others'.
+MAINTAINED_BY_KEY = "tabletopic.maintained-by"
 DEFAULT_TARGET_FILE_BYTES = 512 * 1024 * 1024  # Iceberg's write.target-file-size-bytes default
 SMALL_FRACTION = 0.75  # Spark's rewrite treats files under 75% of the target as too small
 
@@ -23,6 +25,7 @@ class SnapshotInfo:
     parent_id: int | None
     timestamp_ms: int
     offsets_groups: frozenset[str]  # consumer groups whose offsets this snapshot carries
+    foreign_rewrite: bool = False  # a rewrite (operation "replace") that no tabletopic maintenance made
 
 
 @dataclass(frozen=True)
@@ -61,11 +64,18 @@ def _groups(keys: Any) -> frozenset[str]:
     return frozenset(k[len(OFFSETS_KEY_PREFIX):] for k in keys if k.startswith(OFFSETS_KEY_PREFIX))
 
 
+def _foreign_rewrite(operation: Any, keys: Any) -> bool:
+    # A rewrite of data files (not of manifests, which replace none) that our maintenance did not make.
+    names = set(keys)
+    return str(operation) == "replace" and "deleted-data-files" in names and MAINTAINED_BY_KEY not in names
+
+
 def stats_from_java(jvm: Any, table: Any) -> TableStats:
     table.refresh()
     census = jvm.tabletopic.FileCensus.count(table, small_file_bytes(table.properties()))
     snapshots = tuple(SnapshotInfo(int(s.snapshotId()), None if s.parentId() is None else int(s.parentId()),
-                                   int(s.timestampMillis()), _groups(s.summary().keySet()))
+                                   int(s.timestampMillis()), _groups(s.summary().keySet()),
+                                   _foreign_rewrite(s.operation(), s.summary().keySet()))
                       for s in table.snapshots())
     current = table.currentSnapshot()
     summary = current.summary() if current is not None else None
@@ -85,7 +95,9 @@ def stats_from_pyiceberg(table: Any) -> TableStats:
     """The same figures through pyiceberg: no JVM, for ``tabletopic maintain --dry-run``."""
     small = small_file_bytes(table.properties)
     snapshots = tuple(SnapshotInfo(s.snapshot_id, s.parent_snapshot_id, s.timestamp_ms,
-                                   _groups((s.summary.additional_properties if s.summary else {}).keys()))
+                                   _groups((s.summary.additional_properties if s.summary else {}).keys()),
+                                   _foreign_rewrite(s.summary.operation.value if s.summary else None,
+                                                    (s.summary.additional_properties if s.summary else {}).keys()))
                       for s in table.metadata.snapshots)
     current = table.current_snapshot()
     if current is None:

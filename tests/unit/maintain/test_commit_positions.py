@@ -12,13 +12,19 @@ AT_COMMIT = replace(SETTINGS, conversion="commit", commit_max_rows=1_000)
 
 
 def test_commits_carry_positions_only_where_they_may() -> None:
-    positions = CommitPositions(AT_COMMIT, lambda name: name != "db.unmaintained")
+    positions = CommitPositions(lambda name: AT_COMMIT, lambda name: name != "db.unmaintained")
     with positions.committing("db.t") as rows:
         assert rows == 1_000
     with positions.committing("db.unmaintained") as rows:
         assert rows == 0
-    with CommitPositions(replace(AT_COMMIT, conversion="look"), lambda name: True).committing("db.t") as rows:
+    looks = CommitPositions(lambda name: replace(AT_COMMIT, conversion="look"), lambda name: True)
+    with looks.committing("db.t") as rows:
         assert rows == 0
+    # A table another engine compacts: its commits never carry positions, whatever the connector's mode.
+    beside = CommitPositions(lambda name: AT_COMMIT.beside_external_compaction() if name == "db.ext" else AT_COMMIT,
+                             lambda name: True)
+    with beside.committing("db.ext") as rows, beside.committing("db.t") as other:
+        assert (rows, other) == (0, 1_000)
     positions.compaction_starts("db.t")
     with positions.committing("db.t") as rows, positions.committing("db.other") as other:
         assert (rows, other) == (0, 1_000)
@@ -28,7 +34,7 @@ def test_commits_carry_positions_only_where_they_may() -> None:
 
 
 def test_a_compaction_starts_after_the_commit_that_found_its_rows_has_landed() -> None:
-    positions = CommitPositions(AT_COMMIT, lambda name: True)
+    positions = CommitPositions(lambda name: AT_COMMIT, lambda name: True)
     inside, leave, started = threading.Event(), threading.Event(), threading.Event()
 
     def commit() -> None:

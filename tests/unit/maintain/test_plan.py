@@ -93,3 +93,17 @@ def test_enabled_for_upsert_tables_by_default() -> None:
     assert SETTINGS.enabled_for(keyed=True) and not SETTINGS.enabled_for(keyed=False)
     assert replace(SETTINGS, mode="true").enabled_for(keyed=False)
     assert not replace(SETTINGS, mode="false").enabled_for(keyed=True)
+
+
+def test_a_table_another_engine_compacts_is_never_compacted_here_and_sheds_dangling_deletes() -> None:
+    beside = replace(SETTINGS, conversion="commit").beside_external_compaction()
+    assert (beside.conversion, beside.compaction) == ("look", False)
+    assert replace(SETTINGS, conversion="off").beside_external_compaction().conversion == "off"
+    busy = stats(delete_files=30, equality_deletes=20, most_deletes_per_file=30, most_small_files_in_partition=50,
+                 paired_small_bytes=1_000)
+    plan = plan_maintenance(busy, beside, NOW, orphans_due=False)
+    assert plan.compact is None and plan.remove_dangling and plan.convert == "20 equality delete files"
+    assert "remove dangling delete files: another engine compacts this table" in plan.describe()
+    # Its usual steps stay: with no delete files, nothing to shed.
+    quiet = plan_maintenance(stats(manifests=60), beside, NOW, orphans_due=True)
+    assert quiet.remove_dangling is None and quiet.rewrite_manifests
