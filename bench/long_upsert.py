@@ -11,7 +11,14 @@ pyiceberg.  At the end it prints, per mode: the seconds per batch; the commits, 
 equality deletes; the worst delete files, data files in one partition and snapshots seen; what the
 looks converted and folded; a DuckDB full read's time, and whether DuckDB's rows equal the model.
 
-    python bench/long_upsert.py [--keys 200000] [--batches 160] [--changes 1000] [--modes off,commit,look]
+Mode ``external`` marks the table ``external-compaction`` and has another engine compact it: a
+SparkSession of this script's own runs ``rewrite_data_files`` with its defaults every
+``--rewrite-every`` batches, on a schedule of its own, as a user's job would, with the daemon's looks
+every ``--look-ms``. It prints how many of those rewrites landed. Every mode's DuckDB read is printed
+beside a read of the same rows written to a table in one commit (the last column is the ratio).
+
+    python bench/long_upsert.py [--keys 200000] [--batches 160] [--changes 1000]
+        [--modes off,commit,look,external] [--rewrite-every 40] [--look-ms 40000]
         [--duckdb-limit SECONDS] [--keep]
 """
 
@@ -136,10 +143,46 @@ def props(path: Path, values: dict[str, object]) -> Path:
     return path
 
 
-def run(mode: str, bootstrap: str, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+class OtherEngine:
+    """Another engine beside the daemon: a SparkSession of this script's own, on the same warehouse."""
+
+    def __init__(self, work: Path) -> None:
+        from tabletopic.write.spark_session import SparkRuntime
+        self.spark = SparkRuntime({"spark.master": "local[1]", "spark.ui.enabled": "false"})
+        self.work = work
+        self.spark.register_catalog("other", {"type": "hadoop", "warehouse": f"file://{work}",
+                                              "cache-enabled": "false"})
+
+    def rewrite(self, mode: str) -> str | None:
+        """Compact the table with rewrite_data_files' defaults: None when it landed, else why not."""
+        try:
+            self.spark.session.sql(f"CALL other.system.rewrite_data_files(table => '{mode}.{TABLE}')").collect()
+            return None
+        except Exception as exc:  # py4j's error: Iceberg's reason is in its message
+            return str(exc).splitlines()[0][:200]
+
+    def write_once(self, rows: dict[int, tuple[int, str]]) -> Path:
+        """The same rows as the table, written in one commit: the read every mode is compared with."""
+        session = self.spark.session
+        frame = session.createDataFrame([(k, v, ts) for k, (v, ts) in rows.items()], "id long, v long, ts string")
+        frame.createOrReplaceTempView("model_rows")
+        session.sql("CREATE NAMESPACE IF NOT EXISTS other.once")
+        # Partitioned as the sink's table is, with the session's time zone set to UTC by SparkRuntime.
+        session.sql("CREATE TABLE other.once.accounts USING iceberg PARTITIONED BY (days(updated_at)) AS "
+                    "SELECT id, v, cast(ts AS timestamp) AS updated_at FROM model_rows")
+        return self.work / "once" / "accounts"
+
+    def stop(self) -> None:
+        self.spark.stop()
+
+
+def run(mode: str, bootstrap: str, work: Path, args: argparse.Namespace, other: OtherEngine | None) -> dict[str, Any]:
     topic, name = f"long-{mode}", f"long_{mode}"
     asyncio.run(create_topic(bootstrap, topic, PARTITIONS))
     maintenance = ({"tabletopic.maintenance.enabled": "false"} if mode == "off" else
+                   {"tabletopic.maintenance.enabled": "true", "tabletopic.maintenance.interval-ms": str(args.look_ms),
+                    "tabletopic.maintenance.orphans.interval-ms": "86400000",
+                    f"iceberg.table.{TABLE}.external-compaction": "true"} if mode == "external" else
                    {"tabletopic.maintenance.enabled": "true", **TIGHT,
                     "tabletopic.maintenance.equality-deletes.convert": mode})
     connector = {"name": name, "topics": topic, "iceberg.tables": TABLE,
@@ -147,7 +190,7 @@ def run(mode: str, bootstrap: str, work: Path, args: argparse.Namespace) -> dict
                  "iceberg.tables.default-id-columns": "id", "iceberg.tables.upsert-mode-enabled": "true",
                  "iceberg.tables.cdc-field": "op", "iceberg.tables.default-partition-by": "day(updated_at)",
                  "iceberg.control.commit.interval-ms": "300", "iceberg.catalog.type": "hadoop",
-                 "iceberg.catalog.warehouse": f"file://{work / mode}", **maintenance}
+                 "iceberg.catalog.warehouse": f"file://{work}/{mode}", **maintenance}
     worker = {"bootstrap.servers": bootstrap, "listeners": "", "log.format": "json", "spark.master": "local[2]",
               "spark.driver.memory": "1g", "key.converter": "org.apache.kafka.connect.storage.StringConverter"}
     config = parse_connector(connector, parse_worker(worker))
@@ -178,6 +221,7 @@ def run(mode: str, bootstrap: str, work: Path, args: argparse.Namespace) -> dict
 
     model = Model(args.keys)
     worst = {"delete files": 0, "files in a partition": 0, "snapshots": 0}
+    rewrites: list[str | None] = []
     try:
         asyncio.run(produce(bootstrap, topic, model.inserts()))
         wait_committed("the inserts", model.produced)
@@ -185,6 +229,8 @@ def run(mode: str, bootstrap: str, work: Path, args: argparse.Namespace) -> dict
         for batch in range(args.batches):
             asyncio.run(produce(bootstrap, topic, model.changes(args.changes)))
             wait_committed(f"batch {batch}", model.produced)
+            if other is not None and batch % args.rewrite_every == args.rewrite_every - 1:
+                rewrites.append(other.rewrite(mode))
             if batch % 10 == 9:
                 now = stats_from_pyiceberg(open_table(config, TABLE))
                 worst = {"delete files": max(worst["delete files"], now.delete_files),
@@ -200,15 +246,20 @@ def run(mode: str, bootstrap: str, work: Path, args: argparse.Namespace) -> dict
     commits = [e for e in events if e.get("event") == "committed"]
     read_s, rows = read_duckdb(work / mode / "cdc" / "accounts", args.duckdb_limit)
     final = stats_from_pyiceberg(open_table(config, TABLE))
+    if rewrites:
+        print(f"{mode}: other engine's rewrites landed {rewrites.count(None)} of {len(rewrites)}"
+              + "".join(f"; refused: {r}" for r in rewrites if r is not None))
     return {"mode": mode, "s/batch": per_batch, "commits": len(commits),
             "with equality deletes": sum(e["equality_deletes"] > 0 for e in commits), **worst,
             "converted": sum(e["equality_deletes_converted"] for e in looks),
             "folded": sum(e["delete_files_folded"] for e in looks),
             "compactions": sum("compact" in e["steps"] for e in looks),
-            "final delete files": final.delete_files, "final snapshots": len(final.snapshots),
+            "final delete files": final.delete_files, "final equality deletes": final.equality_deletes,
+            "final snapshots": len(final.snapshots),
             "DuckDB read s": read_s,
             "rows equal the model": "not read" if rows is None else
-            len(rows) == len(model.rows) and {int(r[0]): (int(r[1]), r[2]) for r in rows} == model.rows}
+            len(rows) == len(model.rows) and {int(r[0]): (int(r[1]), r[2]) for r in rows} == model.rows,
+            "rows": model.rows}
 
 
 def main() -> None:
@@ -216,16 +267,31 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=200_000)
     parser.add_argument("--batches", type=int, default=160)
     parser.add_argument("--changes", type=int, default=1_000)
-    parser.add_argument("--modes", default="off,commit,look")
+    parser.add_argument("--modes", default="off,commit,look,external")
+    parser.add_argument("--rewrite-every", type=int, default=40, help="external: batches between the other "
+                        "engine's rewrites")
+    parser.add_argument("--look-ms", type=int, default=40_000, help="external: tabletopic.maintenance.interval-ms")
     parser.add_argument("--keep", action="store_true", help="keep the warehouse and the daemons' logs")
     parser.add_argument("--duckdb-limit", type=float, default=120.0, help="seconds before a DuckDB read is stopped")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tabletopic-long-"))
     try:
-        with EmbeddedBroker(log_path=work / "broker.log") as broker:
-            results = [run(mode, broker.bootstrap_servers, work, args) for mode in args.modes.split(",")]
+        other = OtherEngine(work)
+        try:
+            with EmbeddedBroker(log_path=work / "broker.log") as broker:
+                results = [run(mode, broker.bootstrap_servers, work, args, other if mode == "external" else None)
+                           for mode in args.modes.split(",")]
+            # Every mode ends with the same rows: the model's changes come from one seed.
+            once_s, _ = read_duckdb(other.write_once(results[0].pop("rows")), args.duckdb_limit)
+            for result in results[1:]:
+                result.pop("rows")
+        finally:
+            other.stop()
+        for result in results:
+            result["x one commit"] = result["DuckDB read s"] / once_s
         print(f"{args.keys:,} keys, then {args.batches} batches of {args.changes:,} changes, each its own commit; "
-              f"{PARTITIONS} partitions, day(updated_at); 'off' is the baseline, maintenance disabled")
+              f"{PARTITIONS} partitions, day(updated_at); 'off' is the baseline, maintenance disabled; "
+              f"the same rows written in one commit read in {once_s:.2f} s")
         widths = {c: max(len(c), 6) + 2 for c in results[0]}
         print("".join(f"{c:>{widths[c]}}" for c in widths))
         for result in results:
