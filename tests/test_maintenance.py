@@ -456,6 +456,16 @@ def test_a_commit_searches_only_the_files_whose_key_bounds_hold_its_deletes(ware
     assert got == {i: int(5 <= i <= 9 or 1_500 <= i < 1_600) for i in range(2_000)}
 
 
+def start_seeded(bootstrap: str, warehouse: Warehouse, tmp_path: Path, topic: str, connector: dict[str, str],
+                 model: Model) -> tuple[DaemonProcess, str, Model]:
+    """A daemon running ``connector``, once the table holds every key of ``model``: it, its group, the model."""
+    group = f"connect-{connector['name']}"
+    seed(bootstrap, topic, model)
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
+    wait_until(lambda: committed(warehouse, group) == model.produced, 240, "the first keys", daemon)
+    return daemon, group, model
+
+
 def compact_beside_the_sink(warehouse: Warehouse) -> int:
     """Someone else's compaction, as its user would run it beside a writer of position deletes: a
     rewrite that replaces a file the daemon's conversion just named in a position delete is refused
@@ -492,11 +502,7 @@ def test_maintenance_by_someone_else_beside_the_sink(bootstrap: str, spark: Spar
         "tabletopic.maintenance.manifests.max-count": "100000",
         "tabletopic.maintenance.orphans.older-than-ms": str(HOUR_MS),
         "tabletopic.maintenance.orphans.interval-ms": str(1000 * HOUR_MS)})
-    group = f"connect-{connector['name']}"
-    model = Model(seed=13, keys=20_000)
-    seed(bootstrap, topic, model)
-    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
-    wait_until(lambda: committed(warehouse, group) == model.produced, 240, "the first keys", daemon)
+    daemon, group, model = start_seeded(bootstrap, warehouse, tmp_path, topic, connector, Model(seed=13, keys=20_000))
     data_dir = Path(warehouse.location(TABLE)) / "data"
 
     def now_minus(ms: int) -> str:
@@ -577,11 +583,7 @@ def test_another_engines_compaction_lands_on_a_table_marked_external_compaction(
         f"iceberg.table.{TABLE}.external-compaction": "true",
         "tabletopic.maintenance.enabled": "true", "tabletopic.maintenance.interval-ms": "40000",
         "tabletopic.maintenance.orphans.interval-ms": str(1000 * HOUR_MS)})
-    group = f"connect-{connector['name']}"
-    model = Model(seed=31, keys=5_000)
-    seed(bootstrap, topic, model)
-    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
-    wait_until(lambda: committed(warehouse, group) == model.produced, 240, "the first keys", daemon)
+    daemon, group, model = start_seeded(bootstrap, warehouse, tmp_path, topic, connector, Model(seed=31, keys=5_000))
 
     stop = threading.Event()
 
