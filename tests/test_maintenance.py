@@ -16,12 +16,9 @@ from typing import Any
 
 import pytest
 
-from tabletopic.config.connector import parse_connector
-from tabletopic.config.worker import parse_worker
 from tabletopic.demo.broker import free_port
 from tabletopic.maintain.table_stats import TableStats, stats_from_java
 from tabletopic.offsets.source_offsets import read_recorded
-from tabletopic.write.pyiceberg_catalog import open_table
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
     DaemonProcess,
@@ -36,7 +33,7 @@ from tests.support import (
     worker_props,
     write_props,
 )
-from tests.upsert_model import PARTITIONS, Model, duckdb_state, spark_state
+from tests.upsert_model import PARTITIONS, Model, duckdb_state, pyiceberg_state, spark_state
 
 TABLE = "cdc.accounts"
 HOUR_MS = 3_600_000
@@ -310,10 +307,7 @@ def test_a_conversion_overtaken_by_a_compaction_is_refused(bootstrap: str, wareh
     assert done.equalityDeletesRemoved() > 0 and done.positionDeleteFilesAdded() > 0 and done.rowsDeleted() > 0
     assert stats(warehouse).equality_deletes == 0
     assert_matches(warehouse, model, "after the conversion")
-    config = parse_connector(connector, parse_worker(worker_props(bootstrap)))
-    scanned = open_table(config, TABLE).scan(selected_fields=("id", "v", "updated_at")).to_arrow().to_pylist()
-    assert {r["id"]: (r["v"], r["updated_at"].strftime("%Y-%m-%d %H:%M:%S")) for r in scanned} == model.rows
-    assert len(scanned) == len(model.rows)
+    assert pyiceberg_state(bootstrap, connector, TABLE) == model.rows
 
 
 @pytest.mark.slow
@@ -350,9 +344,7 @@ def test_commits_carry_position_deletes_and_fall_back_when_overtaken(bootstrap: 
     assert not events(daemon, "maintained")
     assert stats(warehouse).equality_deletes == 0
     assert_matches(warehouse, model, "after commits with position deletes")
-    config = parse_connector(connector, parse_worker(worker_props(bootstrap)))
-    scanned = open_table(config, TABLE).scan(selected_fields=("id", "v", "updated_at")).to_arrow().to_pylist()
-    assert {r["id"]: (r["v"], r["updated_at"].strftime("%Y-%m-%d %H:%M:%S")) for r in scanned} == model.rows
+    assert pyiceberg_state(bootstrap, connector, TABLE) == model.rows
 
     # The race, planted in one process: a commit's files, their rows found, then a compaction, then
     # the commit.  The rows of 300 keys get a new version, as an upsert round would write them.

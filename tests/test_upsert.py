@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from tests.support import (
     wait_until,
     worker_props,
 )
-from tests.upsert_model import BASE_S, DAY_S, PARTITIONS, Model, duckdb_state, spark_state
+from tests.upsert_model import BASE_S, DAY_S, PARTITIONS, Model, duckdb_state, pyiceberg_state, spark_state
 
 
 @pytest.mark.timeout(420)
@@ -36,7 +37,30 @@ def test_random_changes_with_sigkills_match_the_model(bootstrap: str, warehouse:
         "iceberg.tables.cdc-field": "op", "iceberg.tables.default-partition-by": "day(updated_at)",
         "iceberg.control.commit.interval-ms": "1500", "tabletopic.maintenance.equality-deletes.convert": "look"})
     group = f"connect-{connector['name']}"
-    model = Model(seed=11, keys=300)
+    _changes_with_sigkills(bootstrap, warehouse, tmp_path, topic, table, connector, Model(seed=11, keys=300))
+
+    # Every commit is one snapshot carrying the offsets; deletes are equality deletes on id.
+    t = warehouse.table(table)
+    assert list(t.schema().identifierFieldNames()) == ["id"]
+    id_field = t.schema().findField("id").fieldId()
+    delete_specs = set()
+    found_deletes = 0
+    for snapshot in t.snapshots():
+        assert snapshot.summary().containsKey(offsets_key(group))
+        for delete in snapshot.addedDeleteFiles(t.io()):
+            assert delete.content().id() == 2  # EQUALITY_DELETES
+            assert list(delete.equalityFieldIds()) == [id_field]
+            delete_specs.add(delete.specId())
+            found_deletes += 1
+    assert found_deletes > 0
+    assert all(t.specs().get(s).isUnpartitioned() for s in delete_specs)
+    assert [f.transform().toString() for f in t.spec().fields()] == ["day"]
+
+def _changes_with_sigkills(bootstrap: str, warehouse: Warehouse, tmp_path: Path, topic: str, table: str,
+                           connector: dict[str, str], model: Model) -> None:
+    """Inserts every key of ``model``, then four phases of random changes, two of them with a SIGKILL
+    midway; after each, Spark and DuckDB read exactly the model."""
+    group = f"connect-{connector['name']}"
     daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector])
 
     def committed() -> int:
@@ -72,22 +96,38 @@ def test_random_changes_with_sigkills_match_the_model(bootstrap: str, warehouse:
         assert len(snapshots) > snapshots_before
         snapshots_before = len(snapshots)
 
-    # Every commit is one snapshot carrying the offsets; deletes are equality deletes on id.
+
+@pytest.mark.timeout(420)
+@pytest.mark.slow
+def test_a_v3_table_takes_deletion_vectors_through_sigkills(bootstrap: str, warehouse: Warehouse,
+                                                             tmp_path: Path) -> None:
+    """Format version 3, set as the Iceberg connector sets it: commits carry deletion vectors, one per
+    data file, where a v2 table's carry position delete files, and each merges the vector before it.
+    Upserts and CDC deletes, SIGKILLs midway, and Spark, DuckDB and pyiceberg each read the model."""
+    topic, table = unique("v3"), "cdc.accounts_v3"
+    create_topic(bootstrap, topic, PARTITIONS)
+    connector = connector_props("upsert_v3", topic, table, warehouse, {
+        "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.tables.default-id-columns": "id", "iceberg.tables.upsert-mode-enabled": "true",
+        "iceberg.tables.cdc-field": "op", "iceberg.tables.default-partition-by": "day(updated_at)",
+        "iceberg.tables.auto-create-props.format-version": "3", "iceberg.control.commit.interval-ms": "1500"})
+    model = Model(seed=12, keys=300)
+    _changes_with_sigkills(bootstrap, warehouse, tmp_path, topic, table, connector, model)
+    assert pyiceberg_state(bootstrap, connector, table) == model.rows
+
     t = warehouse.table(table)
-    assert list(t.schema().identifierFieldNames()) == ["id"]
-    id_field = t.schema().findField("id").fieldId()
-    delete_specs = set()
-    found_deletes = 0
+    assert warehouse.spark.jvm.org.apache.iceberg.TableUtil.formatVersion(t) == 3
+    added: list[tuple[int, str]] = []
     for snapshot in t.snapshots():
-        assert snapshot.summary().containsKey(offsets_key(group))
-        for delete in snapshot.addedDeleteFiles(t.io()):
-            assert delete.content().id() == 2  # EQUALITY_DELETES
-            assert list(delete.equalityFieldIds()) == [id_field]
-            delete_specs.add(delete.specId())
-            found_deletes += 1
-    assert found_deletes > 0
-    assert all(t.specs().get(s).isUnpartitioned() for s in delete_specs)
-    assert [f.transform().toString() for f in t.spec().fields()] == ["day"]
+        added += [(d.content().id(), d.format().toString()) for d in snapshot.addedDeleteFiles(t.io())]
+    assert (1, "PUFFIN") in added and (1, "PARQUET") not in added, sorted(set(added))
+    live = warehouse.sql(f"SELECT content, file_format, file_path, referenced_data_file "
+                         f"FROM {{c}}.{table}.delete_files")
+    vectors = [r.referenced_data_file for r in live if r.content == 1]
+    assert vectors and all(r.file_format == "PUFFIN" for r in live if r.content == 1)
+    assert len(vectors) == len(set(vectors)), "a data file has two live deletion vectors"
+    # One commit's vectors share a Puffin file: DuckDB read such files above.
+    assert max(Counter(r.file_path for r in live if r.content == 1).values()) > 1
 
 
 def test_upsert_semantics_across_rounds(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:

@@ -6,7 +6,10 @@ import json
 import random
 import time
 
-from tests.support import Warehouse, duckdb_connection
+from tabletopic.config.connector import parse_connector
+from tabletopic.config.worker import parse_worker
+from tabletopic.write.pyiceberg_catalog import open_table
+from tests.support import Warehouse, duckdb_connection, worker_props
 
 PARTITIONS = 4
 DAY_S = 86_400
@@ -68,4 +71,13 @@ def duckdb_state(warehouse: Warehouse, table: str) -> dict[int, tuple[int, str]]
         f"FROM iceberg_scan('{warehouse.location(table)}')").fetchall()
     state = {int(r[0]): (int(r[1]), r[2]) for r in rows}
     assert len(state) == len(rows), "a key appears twice (DuckDB)"
+    return state
+
+
+def pyiceberg_state(bootstrap: str, connector: dict[str, str], table: str) -> dict[int, tuple[int, str]]:
+    """The table as pyiceberg reads it, through the connector's own catalog settings (no JVM)."""
+    config = parse_connector(connector, parse_worker(worker_props(bootstrap)))
+    scanned = open_table(config, table).scan(selected_fields=("id", "v", "updated_at")).to_arrow().to_pylist()
+    state = {r["id"]: (r["v"], r["updated_at"].strftime("%Y-%m-%d %H:%M:%S")) for r in scanned}
+    assert len(state) == len(scanned), "a key appears twice (pyiceberg)"
     return state

@@ -42,7 +42,8 @@ public final class CommitDeletes {
    * A commit's files with its equality deletes resolved to positions.
    *
    * @param files what the commit adds: the data files and the new position delete files
-   * @param merged position delete files of the table whose positions the new files carry on
+   * @param merged position delete files and deletion vectors of the table whose positions the new
+   *     files carry on
    * @param named the data files the new position deletes name, which must still be live
    * @param written the position delete files written here (removed if the commit falls back)
    * @param replaced the round's equality delete files (removed once the commit lands without them)
@@ -114,6 +115,7 @@ public final class CommitDeletes {
       }
     }
     PositionDeletes.Written written = positions.write(head);
+    merged.addAll(written.replaced());
     List<ContentFile<?>> carried = new ArrayList<>(kept);
     carried.addAll(written.files());
     return new AtCommit(carried, merged, written.named(), written.files(), equality);

@@ -131,6 +131,7 @@ public final class DeleteConversion {
       removed.add(planned.equality.get(path));
     }
     PositionDeletes.Written written = positions.write(snapshot);
+    removed.addAll(written.replaced());
     if (!commit(table, snapshot, summary, written, removed)) {
       return Conversion.REFUSED;
     }

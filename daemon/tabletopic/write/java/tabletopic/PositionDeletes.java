@@ -3,6 +3,7 @@ package tabletopic;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -22,19 +23,29 @@ import org.apache.iceberg.Schema;
 import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.StructLike;
 import org.apache.iceberg.Table;
+import org.apache.iceberg.TableUtil;
+import org.apache.iceberg.data.BaseDeleteLoader;
 import org.apache.iceberg.data.Record;
+import org.apache.iceberg.deletes.BaseDVFileWriter;
 import org.apache.iceberg.deletes.PositionDelete;
 import org.apache.iceberg.deletes.PositionDeleteWriter;
 import org.apache.iceberg.encryption.EncryptedOutputFile;
 import org.apache.iceberg.io.CloseableIterable;
 import org.apache.iceberg.io.DeleteSchemaUtil;
+import org.apache.iceberg.io.DeleteWriteResult;
 import org.apache.iceberg.io.OutputFileFactory;
 import org.apache.iceberg.parquet.Parquet;
+import org.apache.iceberg.util.ContentFileUtil;
 
 /**
- * The rows to delete by position in a table, per partition, and the one position delete file each
- * partition gets: the positions found, plus those of the partition's earlier position delete files,
- * which the new file replaces.
+ * The rows to delete by position in a table, per partition, and the files that name them.
+ *
+ * <p>A v2 table gets one position delete file per partition: the positions found, plus those of
+ * the partition's earlier position delete files, which the new file replaces. A v3 table gets a
+ * deletion vector per data file instead, as its spec requires: each merges the file's earlier
+ * vector and the positions of earlier v2 position delete files (a table upgraded from v2), and
+ * replaces them in the same commit, because two live vectors for one data file make readers fail.
+ * One commit's vectors share one Puffin file.
  */
 final class PositionDeletes {
   private static final Schema PATH_POS = DeleteSchemaUtil.pathPosSchema();
@@ -47,8 +58,11 @@ final class PositionDeletes {
     this.table = table;
   }
 
-  /** The files written and the data files they name, which must still be live when they commit. */
-  record Written(List<DeleteFile> files, Set<String> named) {}
+  /**
+   * The files written, the data files they name (which must still be live when they commit), and
+   * the deletion vectors they merged, which the commit must remove.
+   */
+  record Written(List<DeleteFile> files, Set<String> named, List<DeleteFile> replaced) {}
 
   void add(DataFile file, long[] positions) {
     if (positions.length == 0) {
@@ -92,8 +106,17 @@ final class PositionDeletes {
     return true;
   }
 
-  /** One position delete file per partition; none is left behind if writing one fails. */
+  /**
+   * One position delete file per partition (v2), or one deletion vector per data file (v3); none is
+   * left behind if writing one fails.
+   */
   Written write(Snapshot snapshot) throws IOException {
+    if (partitions.isEmpty()) {
+      return new Written(List.of(), Set.of(), List.of());
+    }
+    if (TableUtil.formatVersion(table) >= 3) {
+      return writeVectors(snapshot);
+    }
     OutputFileFactory files =
         OutputFileFactory.builderFor(table, 0, snapshot.snapshotId())
             .format(FileFormat.PARQUET)
@@ -111,7 +134,49 @@ final class PositionDeletes {
       removeQuietly(table, added);
       throw e;
     }
-    return new Written(added, named);
+    return new Written(added, named, List.of());
+  }
+
+  /**
+   * One deletion vector per data file, all in one Puffin file, as Iceberg's writer lays them out.
+   * DuckDB 1.5.5, Spark and pyiceberg read such a file blob by blob (tests/test_upsert.py).
+   */
+  private Written writeVectors(Snapshot snapshot) throws IOException {
+    Map<String, DeleteFile> earlier = new HashMap<>(); // data file -> its live deletion vector
+    for (DeleteFile delete : live(table, snapshot)) {
+      if (ContentFileUtil.isDV(delete)) {
+        earlier.put(delete.referencedDataFile(), delete);
+      }
+    }
+    BaseDeleteLoader loader = new BaseDeleteLoader(delete -> table.io().newInputFile(delete));
+    OutputFileFactory files =
+        OutputFileFactory.builderFor(table, 0, snapshot.snapshotId())
+            .format(FileFormat.PUFFIN)
+            .operationId("dv-" + UUID.randomUUID())
+            .build();
+    BaseDVFileWriter writer =
+        new BaseDVFileWriter(
+            files,
+            path -> {
+              DeleteFile previous = earlier.get(path);
+              return previous == null ? null : loader.loadPositionDeletes(List.of(previous), path);
+            });
+    Set<String> named = new HashSet<>();
+    for (Partition partition : partitions.values()) {
+      PartitionSpec spec = table.specs().get(partition.sample.specId());
+      StructLike values = spec.isUnpartitioned() ? null : partition.sample.partition();
+      for (Map.Entry<String, Positions> entry : partition.positions.entrySet()) {
+        for (long position : entry.getValue().sorted()) {
+          writer.delete(entry.getKey(), position, spec, values);
+        }
+        named.add(entry.getKey());
+      }
+    }
+    // The writer holds the vectors in memory and writes the file at close: a failure before it
+    // leaves no file behind.
+    writer.close();
+    DeleteWriteResult result = writer.result();
+    return new Written(result.deleteFiles(), named, result.rewrittenDeleteFiles());
   }
 
   /** The live delete files of {@code snapshot}. */
