@@ -18,6 +18,7 @@ from tests.avro_orders import AVRO, order, order_schema, serializer
 from tests.postgres_server import PostgresServer, postgres_available
 from tests.support import (
     DaemonProcess,
+    Rest,
     Warehouse,
     connector_props,
     create_topic,
@@ -145,3 +146,41 @@ def test_a_schema_registry_outage_dead_letters_nothing_and_loses_nothing(bootstr
     got = warehouse.sql(f"SELECT count(*), count(DISTINCT id) FROM {{c}}.{table}")[0]
     assert (int(got[0]), int(got[1])) == (len(records), len(records))
     assert _end_offset(bootstrap, dlq) == 0, "a record was dead-lettered for a registry outage"
+
+
+@pytest.mark.slow
+def test_a_commit_refused_the_same_way_three_rounds_in_a_row_fails_the_connector_with_the_cause(
+        bootstrap: str, warehouse: Warehouse, tmp_path: Path) -> None:
+    """Not an outage: Iceberg refuses each commit for one cause (here the branch to commit to is a tag),
+    and retrying it would leave the connector RUNNING while its table stands still."""
+    topic, table = unique("refused"), "refused.events"
+    create_topic(bootstrap, topic, 1)
+    warehouse.sql(f"CREATE TABLE {{c}}.{table} (id bigint) USING iceberg")
+    warehouse.sql(f"INSERT INTO {{c}}.{table} VALUES (0)")
+    warehouse.sql(f"ALTER TABLE {{c}}.{table} CREATE TAG audit")
+    produce(bootstrap, topic, [(None, json.dumps({"id": i}).encode(), 0) for i in range(1, 101)])
+    port = free_port()
+    connector = connector_props("refused", topic, table, warehouse, {
+        "value.converter.schemas.enable": "false", "iceberg.control.commit.interval-ms": "1000",
+        "iceberg.tables.default-commit-branch": "audit"})
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap, listeners=f"http://127.0.0.1:{port}"),
+                           [connector]).start()
+    rest = Rest(port)
+
+    def task() -> dict[str, str]:
+        code, status = rest.call("GET", f"/connectors/{connector['name']}/status")
+        return status["tasks"][0] if code == 200 and status["tasks"] else {}
+
+    wait_until(lambda: rest.status_of("/") == 200 and task().get("state") == "FAILED", 180, "the task FAILED",
+               daemon)
+    trace = task()["trace"]
+    assert "refused 3 rounds in a row" in trace and "audit" in trace, trace
+    assert len(events_named(daemon, "commit failed; the round's answers are read again")) == 3
+    assert daemon.alive() and rest.status_of("/health") == 200
+    assert [r.id for r in warehouse.rows(table, "id")] == [0]
+    daemon.terminate()
+
+
+def events_named(daemon: DaemonProcess, name: str) -> list[dict[str, object]]:
+    return [doc for line in daemon.output().splitlines() if line.startswith("{")
+            for doc in [json.loads(line)] if doc.get("event") == name]

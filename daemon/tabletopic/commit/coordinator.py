@@ -25,6 +25,7 @@ from aiokafka.errors import KafkaError
 from tabletopic.commit.commit_state import CommitState, judge
 from tabletopic.commit.events import Answer, Message, Start, Verdict
 from tabletopic.commit.maintenance_runs import MaintenanceRuns
+from tabletopic.commit.repeated_refusals import CommitRefused, RepeatedRefusals
 from tabletopic.commit.table_commits import RoundOutcome
 from tabletopic.commit.worker import Sender
 from tabletopic.observe.metrics import SinkMetrics
@@ -53,7 +54,7 @@ class Coordinator:
     def __init__(self, connector: str, member: str, channel: Sender, tables: CoordinatorTables,
                  metrics: SinkMetrics, interval_s: float, timeout_s: float,
                  clock: Callable[[], float] = time.monotonic, maintenance: MaintenanceRuns | None = None,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+                 wall_clock: Callable[[], float] = time.time, max_refusals: int = 3) -> None:
         self.connector = connector
         self._channel = channel
         self._tables = tables
@@ -69,6 +70,8 @@ class Coordinator:
         self.partitions: frozenset[TopicPartition] = frozenset()
         self.closing = False  # no more interval rounds; the shutdown flush runs its own
         self.last_error: str | None = None
+        self._refusals = RepeatedRefusals(max_refusals)
+        self._given_up: CommitRefused | None = None  # set by a round; run() raises it, which fails the connector
         self._last_progress = clock()  # the end of the last round that committed, or when we took the role
         self._answers: dict[str, Answer] = {}  # answers with data, by id, until a round judges them
         self._round: CommitState | None = None
@@ -137,6 +140,8 @@ class Coordinator:
                 except KafkaError as exc:  # the broker: the next round tries again, /ready tells meanwhile
                     self.last_error = f"control topic: {exc}"
                     self._log.error("round failed; the next one tries again", error=str(exc))
+                if self._given_up is not None:
+                    raise self._given_up
                 if self.leader and not self.closing:
                     self._maintenance.between_rounds(self.epoch, self.holds(self.epoch))
             # Counted from the round's start, so commits come once per interval, not interval + round.
@@ -225,6 +230,7 @@ class Coordinator:
             rejected.update({a: f"the commit failed: {why}" for a in accepted})
             accepted, offsets = [], {}
             self.last_error = why
+        self._given_up = self._given_up or self._refusals.observe(outcome.failed, outcome.snapshots)
         await self._channel.send(Verdict(self.connector, state.commit_id, self.epoch, tuple(accepted), rejected,
                                          offsets))
 

@@ -85,6 +85,7 @@ class ConnectorConfig:
     commit_timeout_ms: int
     commit_threads: int
     commit_stall_intervals: int
+    commit_max_refusals: int  # rounds in a row a table's commit may be refused for one cause
     catalog_max_failures: int
     control_topic: str
     control_group_prefix: str
@@ -292,6 +293,7 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
         commit_timeout_ms=values["iceberg.control.commit.timeout-ms"],
         commit_threads=values["iceberg.control.commit.threads"],
         commit_stall_intervals=values["tabletopic.commit.stall-intervals"],
+        commit_max_refusals=values["iceberg.control.commit.max-consecutive-failures"],
         catalog_max_failures=values["tabletopic.catalog.max-consecutive-failures"],
         control_topic=values["iceberg.control.topic"],
         control_group_prefix=values["iceberg.control.group-id-prefix"],

@@ -116,6 +116,11 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "How long the coordinator waits for every partition's answer; it then commits what arrived, and "
         "late answers wait for the next round. Also bounds one table commit.", minimum=1),
     Key("iceberg.control.commit.threads", KeyType.INT, 2, "Tables committed in parallel in a round.", minimum=1),
+    Key("iceberg.control.commit.max-consecutive-failures", KeyType.INT, 3,
+        "A table's commit that Iceberg refuses for the same cause this many rounds in a row (a ValidationException, "
+        "an IllegalArgumentException such as a v3 table's \"Must use DVs\", ...) fails the connector, with that "
+        "cause as its trace. A catalog or storage outage is not counted: it is retried as long as it lasts.",
+        minimum=1),
     Key("tabletopic.commit.stall-intervals", KeyType.INT, 3,
         "/ready answers 503 (and tabletopic_commit_stalled_seconds rises) once no round has committed, or this "
         "worker's answer has had no verdict, for this many intervals plus the commit timeout.", minimum=1),

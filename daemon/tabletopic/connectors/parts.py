@@ -94,6 +94,7 @@ def build_parts(sink: SinkParts, config: ConnectorConfig, worker: WorkerConfig, 
     """The protocol member and the consumer, on the sink: in the event loop's thread, which Faust needs."""
     channel = Channel(clients, config.control_topic, config.name, on_skipped=metrics.control_messages_skipped.inc)
     member = Member(config.name, channel, sink.task, sink.table_commits, metrics, config.commit_interval_ms / 1000,
-                    config.commit_timeout_ms / 1000, config.commit_stall_intervals, maintenance=sink.maintainer)
+                    config.commit_timeout_ms / 1000, config.commit_stall_intervals, maintenance=sink.maintainer,
+                    max_refusals=config.commit_max_refusals)
     consumer = FaustConsumer(config, worker, clients, sink.task, member)
     return ConnectorParts(sink, member, consumer)
