@@ -23,7 +23,16 @@ from tests.support import (
     wait_until,
     worker_props,
 )
-from tests.upsert_model import BASE_S, DAY_S, PARTITIONS, Model, duckdb_state, pyiceberg_state, spark_state
+from tests.upsert_model import (
+    BASE_S,
+    DAY_S,
+    PARTITIONS,
+    Model,
+    assert_deletion_vectors_only,
+    duckdb_state,
+    pyiceberg_state,
+    spark_state,
+)
 
 
 @pytest.mark.timeout(420)
@@ -115,19 +124,10 @@ def test_a_v3_table_takes_deletion_vectors_through_sigkills(bootstrap: str, ware
     _changes_with_sigkills(bootstrap, warehouse, tmp_path, topic, table, connector, model)
     assert pyiceberg_state(bootstrap, connector, table) == model.rows
 
-    t = warehouse.table(table)
-    assert warehouse.spark.jvm.org.apache.iceberg.TableUtil.formatVersion(t) == 3
-    added: list[tuple[int, str]] = []
-    for snapshot in t.snapshots():
-        added += [(d.content().id(), d.format().toString()) for d in snapshot.addedDeleteFiles(t.io())]
-    assert (1, "PUFFIN") in added and (1, "PARQUET") not in added, sorted(set(added))
-    live = warehouse.sql(f"SELECT content, file_format, file_path, referenced_data_file "
-                         f"FROM {{c}}.{table}.delete_files")
-    vectors = [r.referenced_data_file for r in live if r.content == 1]
-    assert vectors and all(r.file_format == "PUFFIN" for r in live if r.content == 1)
-    assert len(vectors) == len(set(vectors)), "a data file has two live deletion vectors"
+    assert_deletion_vectors_only(warehouse, table)
     # One commit's vectors share a Puffin file: DuckDB read such files above.
-    assert max(Counter(r.file_path for r in live if r.content == 1).values()) > 1
+    vectors = warehouse.sql(f"SELECT file_path FROM {{c}}.{table}.delete_files WHERE content = 1")
+    assert max(Counter(r.file_path for r in vectors).values()) > 1
 
 
 def test_upsert_semantics_across_rounds(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:

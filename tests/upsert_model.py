@@ -81,3 +81,20 @@ def pyiceberg_state(bootstrap: str, connector: dict[str, str], table: str) -> di
     state = {r["id"]: (r["v"], r["updated_at"].strftime("%Y-%m-%d %H:%M:%S")) for r in scanned}
     assert len(state) == len(scanned), "a key appears twice (pyiceberg)"
     return state
+
+
+def assert_deletion_vectors_only(warehouse: Warehouse, table: str, history: bool = True) -> None:
+    """A v3 table: every position delete is a deletion vector, and no data file has two live ones.
+    With ``history``, every snapshot is still there to say so of every file ever added, and some was."""
+    t = warehouse.table(table)
+    assert warehouse.spark.jvm.org.apache.iceberg.TableUtil.formatVersion(t) == 3
+    if history:
+        added: list[tuple[int, str]] = []
+        for snapshot in t.snapshots():
+            added += [(d.content().id(), d.format().toString()) for d in snapshot.addedDeleteFiles(t.io())]
+        assert (1, "PUFFIN") in added and (1, "PARQUET") not in added, sorted(set(added))
+    live = warehouse.sql(f"SELECT content, file_format, file_path, referenced_data_file "
+                         f"FROM {{c}}.{table}.delete_files WHERE content = 1")
+    vectors = [r.referenced_data_file for r in live]
+    assert all(r.file_format == "PUFFIN" for r in live)
+    assert len(vectors) == len(set(vectors)), "a data file has two live deletion vectors"
