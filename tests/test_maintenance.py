@@ -39,6 +39,7 @@ from tests.upsert_model import (
     assert_deletion_vectors_only,
     duckdb_state,
     pyiceberg_state,
+    seed,
     spark_state,
 )
 
@@ -72,18 +73,6 @@ TIGHT = {
     "tabletopic.maintenance.orphans.interval-ms": "20000",
     "tabletopic.maintenance.manifests.max-count": "20",
 }
-
-
-def seed(bootstrap: str, topic: str, model: Model) -> None:
-    """The first change to every key is an insert, so the table can be created from a record."""
-    batch = 20_000
-    for start in range(0, model.keys, batch):
-        produce(bootstrap, topic, [(str(k).encode(), json.dumps(
-            {"id": k, "op": "I", "v": 0, "updated_at": "2026-09-20T00:00:00Z"}).encode(), k % PARTITIONS)
-            for k in range(start, min(model.keys, start + batch))])
-    for k in range(model.keys):
-        model.rows[k] = (0, "2026-09-20 00:00:00")
-        model.per_partition[k % PARTITIONS] += 1
 
 
 def committed(warehouse: Warehouse, group: str) -> int:

@@ -31,6 +31,7 @@ from tests.upsert_model import (
     assert_deletion_vectors_only,
     duckdb_state,
     pyiceberg_state,
+    seed,
     spark_state,
 )
 
@@ -75,14 +76,7 @@ def _changes_with_sigkills(bootstrap: str, warehouse: Warehouse, tmp_path: Path,
     def committed() -> int:
         return sum(warehouse.offsets(table, group).values())
 
-    # The first change to every key is an insert, so the table can be created from a record.
-    produce(bootstrap, topic, [(str(k).encode(), json.dumps(
-        {"id": k, "op": "I", "v": 0, "updated_at": "2026-09-20T00:00:00Z"}).encode(), k % PARTITIONS)
-        for k in range(model.keys)])
-    for k in range(model.keys):
-        model.rows[k] = (0, "2026-09-20 00:00:00")
-        model.per_partition[k % PARTITIONS] += 1
-
+    seed(bootstrap, topic, model)
     phases = [(1500, True), (1500, False), (1500, True), (1000, False)]
     snapshots_before = 0
     for number, (changes, kill_midway) in enumerate(phases):
@@ -160,3 +154,45 @@ def test_upsert_semantics_across_rounds(bootstrap: str, spark: SparkRuntime, war
         assert code == 0
         got = {int(r.id): int(r.v) for r in warehouse.rows(table, "id, v")}
         assert got == want
+
+
+@pytest.mark.timeout(420)
+@pytest.mark.slow
+def test_a_v2_table_upgraded_to_v3_while_the_sink_runs_takes_vectors_from_its_next_commit(
+        bootstrap: str, warehouse: Warehouse, tmp_path: Path) -> None:
+    topic, table = unique("upgrade"), "cdc.accounts_upgraded"
+    create_topic(bootstrap, topic, PARTITIONS)
+    connector = connector_props("upgrade", topic, table, warehouse, {
+        "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.tables.default-id-columns": "id", "iceberg.tables.upsert-mode-enabled": "true",
+        "iceberg.tables.cdc-field": "op", "iceberg.tables.default-partition-by": "day(updated_at)",
+        "iceberg.control.commit.interval-ms": "1000"})
+    group = f"connect-{connector['name']}"
+    model = Model(seed=14, keys=300)
+    seed(bootstrap, topic, model)
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
+
+    def changes(n: int, what: str) -> None:
+        produce(bootstrap, topic, model.changes(n))
+        wait_until(lambda: sum(warehouse.offsets(table, group).values()) == model.produced, 120, what, daemon)
+
+    wait_until(lambda: sum(warehouse.offsets(table, group).values()) == model.produced, 120, "the keys", daemon)
+    changes(600, "changes to the v2 table")
+    t = warehouse.table(table)
+    before = {s.snapshotId() for s in t.snapshots()}
+    v2_positions = [d.format().toString() for s in t.snapshots() for d in s.addedDeleteFiles(t.io())
+                    if d.content().id() == 1]
+    assert v2_positions and set(v2_positions) == {"PARQUET"}
+
+    warehouse.sql(f"ALTER TABLE {{c}}.{table} SET TBLPROPERTIES ('format-version'='3')")
+    for batch in range(3):
+        changes(500, f"batch {batch} after the upgrade")
+    daemon.kill()
+    assert spark_state(warehouse, table) == model.rows
+    assert duckdb_state(warehouse, table) == model.rows
+    assert pyiceberg_state(bootstrap, connector, table) == model.rows
+    t = warehouse.table(table)
+    after = [d.format().toString() for s in t.snapshots() if s.snapshotId() not in before
+             for d in s.addedDeleteFiles(t.io()) if d.content().id() == 1]
+    assert after and set(after) == {"PUFFIN"}, after
+    assert_deletion_vectors_only(warehouse, table, history=False)

@@ -9,7 +9,7 @@ import time
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.write.pyiceberg_catalog import open_table
-from tests.support import Warehouse, duckdb_connection, worker_props
+from tests.support import Warehouse, duckdb_connection, produce, worker_props
 
 PARTITIONS = 4
 DAY_S = 86_400
@@ -56,6 +56,18 @@ class Model:
     @property
     def produced(self) -> int:
         return sum(self.per_partition)
+
+
+def seed(bootstrap: str, topic: str, model: Model) -> None:
+    """The first change to every key is an insert, so the table can be created from a record."""
+    batch = 20_000
+    for start in range(0, model.keys, batch):
+        produce(bootstrap, topic, [(str(k).encode(), json.dumps(
+            {"id": k, "op": "I", "v": 0, "updated_at": "2026-09-20T00:00:00Z"}).encode(), k % PARTITIONS)
+            for k in range(start, min(model.keys, start + batch))])
+    for k in range(model.keys):
+        model.rows[k] = (0, "2026-09-20 00:00:00")
+        model.per_partition[k % PARTITIONS] += 1
 
 
 def spark_state(warehouse: Warehouse, table: str) -> dict[int, tuple[int, str]]:

@@ -176,7 +176,9 @@ public final class SinkWriter {
         long id = commitOnce(table, branch, resolved, resolved.files(), summary, baseSnapshotId, tableProps);
         resolved.dropReplaced(table);
         return id;
-      } catch (ValidationException e) {
+      } catch (ValidationException | IllegalArgumentException e) {
+        // Replaced under the positions, or the table went from v2 to v3 since they were written (it
+        // then refuses position delete files): the equality deletes need neither.
         resolved.dropWritten(table);
       } catch (CommitStateUnknownException e) {
         throw e; // the files may be in the table now: orphan removal decides later, from the metadata
