@@ -19,7 +19,7 @@ beside a read of the same rows written to a table in one commit (the last column
 
     python bench/long_upsert.py [--keys 200000] [--batches 160] [--changes 1000]
         [--modes off,commit,look,external] [--rewrite-every 40] [--look-ms 40000]
-        [--duckdb-limit SECONDS] [--keep]
+        [--format-version 2|3] [--duckdb-limit SECONDS] [--keep]
 """
 
 from __future__ import annotations
@@ -190,7 +190,8 @@ def run(mode: str, bootstrap: str, work: Path, args: argparse.Namespace, other: 
                  "iceberg.tables.default-id-columns": "id", "iceberg.tables.upsert-mode-enabled": "true",
                  "iceberg.tables.cdc-field": "op", "iceberg.tables.default-partition-by": "day(updated_at)",
                  "iceberg.control.commit.interval-ms": "300", "iceberg.catalog.type": "hadoop",
-                 "iceberg.catalog.warehouse": f"file://{work}/{mode}", **maintenance}
+                 "iceberg.catalog.warehouse": f"file://{work}/{mode}",
+                 "iceberg.tables.auto-create-props.format-version": str(args.format_version), **maintenance}
     worker = {"bootstrap.servers": bootstrap, "listeners": "", "log.format": "json", "spark.master": "local[2]",
               "spark.driver.memory": "1g", "key.converter": "org.apache.kafka.connect.storage.StringConverter"}
     config = parse_connector(connector, parse_worker(worker))
@@ -268,6 +269,8 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=160)
     parser.add_argument("--changes", type=int, default=1_000)
     parser.add_argument("--modes", default="off,commit,look,external")
+    parser.add_argument("--format-version", type=int, default=2, choices=(2, 3),
+                        help="the tables' format: 3 has deletion vectors where 2 has position delete files")
     parser.add_argument("--rewrite-every", type=int, default=40, help="external: batches between the other "
                         "engine's rewrites")
     parser.add_argument("--look-ms", type=int, default=40_000, help="external: tabletopic.maintenance.interval-ms")
@@ -289,7 +292,8 @@ def main() -> None:
             other.stop()
         for result in results:
             result["x one commit"] = result["DuckDB read s"] / once_s
-        print(f"{args.keys:,} keys, then {args.batches} batches of {args.changes:,} changes, each its own commit; "
+        print(f"format version {args.format_version}: {args.keys:,} keys, then {args.batches} batches of "
+              f"{args.changes:,} changes, each its own commit; "
               f"{PARTITIONS} partitions, day(updated_at); 'off' is the baseline, maintenance disabled; "
               f"the same rows written in one commit read in {once_s:.2f} s")
         widths = {c: max(len(c), 6) + 2 for c in results[0]}

@@ -1,13 +1,17 @@
 """Upsert against append on the same Spark/Iceberg write path, and what upserts cost readers.
 
-1. Writes N keys (default 1,000,000, 10 columns) into an append table and into an upsert
-   table (equality deletes on ``id``), in batches of 100,000 through tabletopic's own
-   writer and committer, and prints records/s for both, measured in this run.
-2. Commits further batches of updates (20,000 random existing keys each) to the upsert
-   table and prints how long a full read (count and sum over every row) takes after 1, 10
-   and 50 such commits: the read cost that compaction will have to bound.
+1. Writes N keys (default 1,000,000, 10 columns) into an append table and into two upsert
+   tables (keyed on ``id``), in batches of 100,000 through tabletopic's own writer and
+   committer, and prints records/s for each, measured in this run. One upsert table's commits
+   carry equality deletes; the other's carry their rows' positions, found at commit as the
+   daemon does by default (position delete files on v2, deletion vectors on v3).
+2. Commits further batches of updates (20,000 random existing keys each) to both upsert
+   tables and prints how long a full read (count and sum over every row) takes after 1, 10
+   and 50 such commits: the read cost that maintenance will have to bound.
 
-    python bench/upsert_vs_append.py [--keys 1000000]
+Each table format given runs both parts on tables of its own.
+
+    python bench/upsert_vs_append.py [--keys 1000000] [--format-versions 2,3]
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import argparse
 import shutil
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -61,56 +66,66 @@ def write(tables: IcebergTables, writer: FileWriter, committer: TableCommitter, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--format-versions", default="2,3")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tabletopic-bench-"))
     spark = SparkRuntime({"spark.master": "local[2]", "spark.driver.memory": "3g"})
     try:
-        worker = parse_worker({"bootstrap.servers": "127.0.0.1:9", "listeners": ""})
-        base = {"name": "bench", "topics": "bench", "iceberg.tables": "bench.append,bench.upsert",
-                "iceberg.tables.auto-create-enabled": "true", "iceberg.catalog.type": "hadoop",
-                "iceberg.catalog.warehouse": "file://" + str(work / "warehouse")}
-        append_tables = IcebergTables(spark, parse_connector(base, worker))
-        upsert_config = parse_connector({**base, "iceberg.tables.upsert-mode-enabled": "true",
-                                         "iceberg.tables.default-id-columns": "id"}, worker)
-        upsert_tables = IcebergTables(spark, upsert_config)
-        writer = FileWriter(spark, {})
-        committer = TableCommitter(lambda: spark.jvm, "bench", "bench")
         spark.session  # noqa: B018 - start-up is not what is measured
-        batches = [rows(np.arange(start, min(start + BATCH, args.keys)), 1)
-                   for start in range(0, args.keys, BATCH)]
-        # Both tables exist and have had a first write before the clock starts: creating a table (and
-        # an upsert table's unpartitioned spec for its deletes) is not what is measured.
-        write(append_tables, writer, committer, "bench.append", batches[0].slice(0, 10), 10, {})
-        write(upsert_tables, writer, committer, "bench.upsert", batches[0].slice(0, 10), 10, {})
-        rates = {}
-        for label, tables, name in (("append", append_tables, "bench.append"),
-                                    ("upsert (eq. deletes)", upsert_tables, "bench.upsert")):
-            offsets = {TOPIC: 10}
-            started = time.perf_counter()
-            for i, batch in enumerate(batches):
-                offsets = write(tables, writer, committer, name, batch, (i + 1) * BATCH + 10, offsets)
-            rates[label] = args.keys / (time.perf_counter() - started)
-        print(f"\n{args.keys:,} keys, 10 columns, batches of {BATCH:,}, Spark local[2]\n")
-        for label, rate in rates.items():
-            print(f"{label:24}{rate:>12,.0f} records/s")
-        print(f"{'upsert / append':24}{rates['upsert (eq. deletes)'] / rates['append']:>12.2f}")
-
-        session = spark.activate()
-        rng = np.random.default_rng(7)
-        offsets = {TOPIC: len(batches) * BATCH + 10}
-        print("\nfull read of the upsert table (count and sum of every row) after N update commits:")
-        for commit in range(1, 51):
-            ids = np.sort(rng.choice(args.keys, 20_000, replace=False))
-            offsets = write(upsert_tables, writer, committer, "bench.upsert", rows(ids, commit + 1),
-                            offsets[TOPIC] + 20_000, offsets)
-            if commit in (1, 10, 50):
-                started = time.perf_counter()
-                count, total = session.sql("SELECT count(*), sum(version) FROM iceberg.bench.upsert").collect()[0]
-                print(f"  after {commit:2} commits: {time.perf_counter() - started:6.2f} s "
-                      f"({count:,} rows, sum(version)={total:,})")
+        for version in args.format_versions.split(","):
+            run(spark, work / f"v{version}", version, args.keys)
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def run(spark: SparkRuntime, work: Path, version: str, keys: int) -> None:
+    worker = parse_worker({"bootstrap.servers": "127.0.0.1:9", "listeners": ""})
+    base = {"name": f"bench{version}", "topics": "bench",
+            "iceberg.tables": "bench.append,bench.upsert,bench.positions",
+            "iceberg.tables.auto-create-enabled": "true", "iceberg.catalog": f"v{version}",
+            "iceberg.catalog.type": "hadoop", "iceberg.catalog.warehouse": "file://" + str(work),
+            "iceberg.tables.auto-create-props.format-version": version}
+    append_tables = IcebergTables(spark, parse_connector(base, worker))
+    upsert_tables = IcebergTables(spark, parse_connector({**base, "iceberg.tables.upsert-mode-enabled": "true",
+                                                          "iceberg.tables.default-id-columns": "id"}, worker))
+    writer = FileWriter(spark, {})
+    equality = TableCommitter(lambda: spark.jvm, "bench", "bench")
+    # As the daemon's default commits: the rows of the deleted keys found at commit, up to 5 million read.
+    positions = TableCommitter(lambda: spark.jvm, "bench", "bench", positions=lambda table: nullcontext(5_000_000))
+    runs = (("append", append_tables, "bench.append", equality),
+            ("upsert, equality deletes", upsert_tables, "bench.upsert", equality),
+            ("upsert, " + ("deletion vectors" if version == "3" else "position deletes"), upsert_tables,
+             "bench.positions", positions))
+    batches = [rows(np.arange(start, min(start + BATCH, keys)), 1) for start in range(0, keys, BATCH)]
+    # Every table exists and has had a first write before the clock starts: creating a table (and
+    # an upsert table's unpartitioned spec for its deletes) is not what is measured.
+    for _, tables, name, committer in runs:
+        write(tables, writer, committer, name, batches[0].slice(0, 10), 10, {})
+    rates = {}
+    for label, tables, name, committer in runs:
+        offsets = {TOPIC: 10}
+        started = time.perf_counter()
+        for i, batch in enumerate(batches):
+            offsets = write(tables, writer, committer, name, batch, (i + 1) * BATCH + 10, offsets)
+        rates[label] = keys / (time.perf_counter() - started)
+    print(f"\nformat version {version}: {keys:,} keys, 10 columns, batches of {BATCH:,}, Spark local[2]\n")
+    for label, rate in rates.items():
+        print(f"{label:34}{rate:>12,.0f} records/s  ({rate / rates['append']:.2f} of append)")
+
+    session = spark.activate()
+    print(f"\nformat version {version}: full read (count and sum of every row) after N commits of 20,000 updates:")
+    for label, tables, name, committer in runs[1:]:
+        rng = np.random.default_rng(7)
+        offsets = {TOPIC: len(batches) * BATCH + 10}
+        for commit in range(1, 51):
+            ids = np.sort(rng.choice(keys, 20_000, replace=False))
+            offsets = write(tables, writer, committer, name, rows(ids, commit + 1), offsets[TOPIC] + 20_000, offsets)
+            if commit in (1, 10, 50):
+                started = time.perf_counter()
+                count, total = session.sql(f"SELECT count(*), sum(version) FROM v{version}.{name}").collect()[0]
+                print(f"  {label:32} after {commit:2} commits: {time.perf_counter() - started:6.2f} s "
+                      f"({count:,} rows, sum(version)={total:,})")
 
 
 if __name__ == "__main__":

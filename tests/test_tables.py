@@ -32,6 +32,9 @@ def test_every_partition_transform(spark: SparkRuntime, warehouse: Warehouse) ->
         ("name_trunc", "truncate[3]")]
     assert a.operations().current().formatVersion() == 2
     assert a.properties().get("write.format.default") == "parquet"
+    # Bounded metadata, as AutoMQ creates its tables: old metadata.json files go, the last 10 stay.
+    assert a.properties().get("write.metadata.delete-after-commit.enabled") == "true"
+    assert a.properties().get("write.metadata.previous-versions-max") == "10"
     b = tables.get("parts.b", SAMPLE).java
     assert [f.transform().toString() for f in b.spec().fields()] == ["hour", "truncate[100]"]
 

@@ -26,6 +26,11 @@ from tabletopic.isolation import SystemUnavailable
 from tabletopic.write.spark_session import SparkRuntime
 
 log = structlog.get_logger(__name__)
+# Every commit writes a new metadata.json; at a commit every few seconds Iceberg's default keeps the
+# last 100 forever-growing copies. As AutoMQ sets on the tables it creates: old ones are deleted, and
+# only the last 10 kept. iceberg.tables.auto-create-props.* overrides any of them.
+CREATED_TABLE_PROPS = {"format-version": "2", "write.metadata.delete-after-commit.enabled": "true",
+                       "write.metadata.previous-versions-max": "10"}
 
 
 class TableError(RuntimeError):
@@ -245,7 +250,7 @@ class IcebergTables:
         struct = jvm.org.apache.spark.sql.types.DataType.fromJson(spark_type.json())
         iceberg_schema = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(struct)
         spec = self._spec(iceberg_schema, name)
-        props = {"format-version": "2", **self._config.auto_create_props}
+        props = {**CREATED_TABLE_PROPS, **self._config.auto_create_props}
         self._ensure_namespace(ident.namespace())
         try:
             java = catalog.createTable(ident, iceberg_schema, spec, props)
