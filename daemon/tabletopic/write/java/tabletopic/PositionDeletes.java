@@ -45,7 +45,7 @@ import org.apache.iceberg.util.ContentFileUtil;
  * deletion vector per data file instead, as its spec requires: each merges the file's earlier
  * vector and the positions of earlier v2 position delete files (a table upgraded from v2), and
  * replaces them in the same commit, because two live vectors for one data file make readers fail.
- * One commit's vectors share one Puffin file.
+ * Each vector has a Puffin file of its own (see {@link #writeVectors}).
  */
 final class PositionDeletes {
   private static final Schema PATH_POS = DeleteSchemaUtil.pathPosSchema();
@@ -138,8 +138,11 @@ final class PositionDeletes {
   }
 
   /**
-   * One deletion vector per data file, all in one Puffin file, as Iceberg's writer lays them out.
-   * DuckDB 1.5.5, Spark and pyiceberg read such a file blob by blob (tests/test_upsert.py).
+   * One deletion vector per data file, each in a Puffin file of its own. Iceberg's writer would put a
+   * commit's vectors in one file, which Spark reads right, but DuckDB 1.5.5 then applied another
+   * data file's vector to some of them: in bench/long_upsert.py on a v3 table it lost 12 live rows
+   * and showed 2 deleted ones, where Spark read the model exactly. A vector's file is a few hundred
+   * bytes, so one file each costs readers little.
    */
   private Written writeVectors(Snapshot snapshot) throws IOException {
     Map<String, DeleteFile> earlier = new HashMap<>(); // data file -> its live deletion vector
@@ -154,29 +157,35 @@ final class PositionDeletes {
             .format(FileFormat.PUFFIN)
             .operationId("dv-" + UUID.randomUUID())
             .build();
-    BaseDVFileWriter writer =
-        new BaseDVFileWriter(
-            files,
-            path -> {
-              DeleteFile previous = earlier.get(path);
-              return previous == null ? null : loader.loadPositionDeletes(List.of(previous), path);
-            });
+    List<DeleteFile> added = new ArrayList<>();
+    List<DeleteFile> replaced = new ArrayList<>();
     Set<String> named = new HashSet<>();
-    for (Partition partition : partitions.values()) {
-      PartitionSpec spec = table.specs().get(partition.sample.specId());
-      StructLike values = spec.isUnpartitioned() ? null : partition.sample.partition();
-      for (Map.Entry<String, Positions> entry : partition.positions.entrySet()) {
-        for (long position : entry.getValue().sorted()) {
-          writer.delete(entry.getKey(), position, spec, values);
+    try {
+      for (Partition partition : partitions.values()) {
+        PartitionSpec spec = table.specs().get(partition.sample.specId());
+        StructLike values = spec.isUnpartitioned() ? null : partition.sample.partition();
+        for (Map.Entry<String, Positions> entry : partition.positions.entrySet()) {
+          String path = entry.getKey();
+          DeleteFile previous = earlier.get(path);
+          BaseDVFileWriter writer =
+              new BaseDVFileWriter(
+                  files,
+                  p -> previous == null ? null : loader.loadPositionDeletes(List.of(previous), p));
+          for (long position : entry.getValue().sorted()) {
+            writer.delete(path, position, spec, values);
+          }
+          writer.close(); // it holds the vector in memory until here: no file if a delete failed
+          DeleteWriteResult result = writer.result();
+          added.addAll(result.deleteFiles());
+          replaced.addAll(result.rewrittenDeleteFiles());
+          named.add(path);
         }
-        named.add(entry.getKey());
       }
+    } catch (RuntimeException | IOException e) {
+      removeQuietly(table, added);
+      throw e;
     }
-    // The writer holds the vectors in memory and writes the file at close: a failure before it
-    // leaves no file behind.
-    writer.close();
-    DeleteWriteResult result = writer.result();
-    return new Written(result.deleteFiles(), named, result.rewrittenDeleteFiles());
+    return new Written(added, named, replaced);
   }
 
   /** The live delete files of {@code snapshot}. */
