@@ -341,6 +341,13 @@ class Rest:
         assert status == 200, (path, status, body)
         return body
 
+    def first_task(self, connector: str) -> dict[str, Any]:
+        """The connector's first task's status, or {} while there is none (or nothing listens yet)."""
+        if self.status_of("/") != 200:
+            return {}
+        code, status = self.call("GET", f"/connectors/{connector}/status")
+        return status["tasks"][0] if code == 200 and status["tasks"] else {}
+
     def status_of(self, path: str) -> int:
         """A GET's status code; 0 while nothing listens."""
         try:
@@ -367,3 +374,17 @@ def connector_props(prefix: str, topics: str, table: str | None, warehouse: Ware
     if table is not None:
         out["iceberg.tables"] = table
     return {**out, **warehouse.connector_props(), **(props or {})}
+
+
+def listening_daemon(tmp_path: Path, bootstrap: str, connectors: list[dict[str, str]]) -> tuple[DaemonProcess, Rest]:
+    """A daemon started with ``connectors`` and an HTTP listener on a free loopback port, and its REST API."""
+    from tabletopic.demo.broker import free_port
+    port = free_port()
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap, listeners=f"http://127.0.0.1:{port}"), connectors)
+    return daemon.start(), Rest(port)
+
+
+def failed_task_trace(rest: Rest, connector: str, daemon: DaemonProcess) -> str:
+    """Once the connector's task is FAILED, as Connect shows a failed task: its trace."""
+    wait_until(lambda: rest.first_task(connector).get("state") == "FAILED", 180, "the task FAILED", daemon)
+    return str(rest.first_task(connector).get("trace", ""))

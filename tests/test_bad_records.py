@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from tabletopic.demo.broker import free_port
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
     DaemonProcess,
-    Rest,
     Warehouse,
     connector_props,
     create_topic,
+    failed_task_trace,
     json_envelope,
+    listening_daemon,
     produce,
     read_topic,
     run_in_process,
@@ -259,21 +259,11 @@ def test_a_hostile_value_under_tolerance_none_fails_the_connector_not_the_daemon
     _make_table(warehouse, table)
     produce(bootstrap, topic, [(None, _good(i), 0) for i in range(200)] + [(None, _deep(100_000, -1), 0)]
             + [(None, _good(i), 0) for i in range(200, 400)])
-    port = free_port()
     connector = connector_props("hostile_none", topic, table, warehouse, {
         "value.converter.schemas.enable": "false", "iceberg.control.commit.interval-ms": "1000"})
-    daemon = DaemonProcess(tmp_path, worker_props(bootstrap, listeners=f"http://127.0.0.1:{port}"),
-                           [connector]).start()
-    rest = Rest(port)
-
-    def task() -> dict[str, str]:
-        code, status = rest.call("GET", f"/connectors/{connector['name']}/status")
-        return status["tasks"][0] if code == 200 and status["tasks"] else {}
-
+    daemon, rest = listening_daemon(tmp_path, bootstrap, [connector])
     # As in Connect, the task fails, naming the record; the connector and the worker stay up.
-    wait_until(lambda: rest.status_of("/") == 200 and task().get("state") == "FAILED", 180, "the task FAILED",
-               daemon)
-    trace = task().get("trace", "")
+    trace = failed_task_trace(rest, connector["name"], daemon)
     assert f"record {topic}[0]@200 failed in convert" in trace and "nested deeper than 1000" in trace, trace
     assert daemon.alive() and rest.status_of("/health") == 200
     # 1: the failed task could make no last commit (docs/running.md); never a signal's negative code.

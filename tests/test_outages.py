@@ -18,10 +18,11 @@ from tests.avro_orders import AVRO, order, order_schema, serializer
 from tests.postgres_server import PostgresServer, postgres_available
 from tests.support import (
     DaemonProcess,
-    Rest,
     Warehouse,
     connector_props,
     create_topic,
+    failed_task_trace,
+    listening_daemon,
     produce,
     unique,
     wait_until,
@@ -159,21 +160,11 @@ def test_a_commit_refused_the_same_way_three_rounds_in_a_row_fails_the_connector
     warehouse.sql(f"INSERT INTO {{c}}.{table} VALUES (0)")
     warehouse.sql(f"ALTER TABLE {{c}}.{table} CREATE TAG audit")
     produce(bootstrap, topic, [(None, json.dumps({"id": i}).encode(), 0) for i in range(1, 101)])
-    port = free_port()
     connector = connector_props("refused", topic, table, warehouse, {
         "value.converter.schemas.enable": "false", "iceberg.control.commit.interval-ms": "1000",
         "iceberg.tables.default-commit-branch": "audit"})
-    daemon = DaemonProcess(tmp_path, worker_props(bootstrap, listeners=f"http://127.0.0.1:{port}"),
-                           [connector]).start()
-    rest = Rest(port)
-
-    def task() -> dict[str, str]:
-        code, status = rest.call("GET", f"/connectors/{connector['name']}/status")
-        return status["tasks"][0] if code == 200 and status["tasks"] else {}
-
-    wait_until(lambda: rest.status_of("/") == 200 and task().get("state") == "FAILED", 180, "the task FAILED",
-               daemon)
-    trace = task()["trace"]
+    daemon, rest = listening_daemon(tmp_path, bootstrap, [connector])
+    trace = failed_task_trace(rest, connector["name"], daemon)
     assert "refused 3 rounds in a row" in trace and "audit" in trace, trace
     assert len(events_named(daemon, "commit failed; the round's answers are read again")) == 3
     assert daemon.alive() and rest.status_of("/health") == 200

@@ -35,15 +35,20 @@ from tests.upsert_model import (
 )
 
 
+def _upsert_connector(name: str, topic: str, table: str, warehouse: Warehouse, **extra: str) -> dict[str, str]:
+    """Upsert and CDC (``op``) on ``id``, partitioned by day(updated_at), as tests.upsert_model's changes need."""
+    return connector_props(name, topic, table, warehouse, {
+        "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.tables.default-id-columns": "id", "iceberg.tables.upsert-mode-enabled": "true",
+        "iceberg.tables.cdc-field": "op", "iceberg.tables.default-partition-by": "day(updated_at)", **extra})
+
+
 @pytest.mark.timeout(420)
 @pytest.mark.slow
 def test_random_changes_with_sigkills_match_the_model(bootstrap: str, warehouse: Warehouse, tmp_path: Path) -> None:
     topic, table = unique("changes"), "cdc.accounts"
     create_topic(bootstrap, topic, PARTITIONS)
-    connector = connector_props("upsert", topic, table, warehouse, {
-        "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
-        "iceberg.tables.default-id-columns": "id", "iceberg.tables.upsert-mode-enabled": "true",
-        "iceberg.tables.cdc-field": "op", "iceberg.tables.default-partition-by": "day(updated_at)",
+    connector = _upsert_connector("upsert", topic, table, warehouse, **{
         "iceberg.control.commit.interval-ms": "1500", "tabletopic.maintenance.equality-deletes.convert": "look"})
     group = f"connect-{connector['name']}"
     _changes_with_sigkills(bootstrap, warehouse, tmp_path, topic, table, connector, Model(seed=11, keys=300))
@@ -108,10 +113,7 @@ def test_a_v3_table_takes_deletion_vectors_through_sigkills(bootstrap: str, ware
     Upserts and CDC deletes, SIGKILLs midway, and Spark, DuckDB and pyiceberg each read the model."""
     topic, table = unique("v3"), "cdc.accounts_v3"
     create_topic(bootstrap, topic, PARTITIONS)
-    connector = connector_props("upsert_v3", topic, table, warehouse, {
-        "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
-        "iceberg.tables.default-id-columns": "id", "iceberg.tables.upsert-mode-enabled": "true",
-        "iceberg.tables.cdc-field": "op", "iceberg.tables.default-partition-by": "day(updated_at)",
+    connector = _upsert_connector("upsert_v3", topic, table, warehouse, **{
         "iceberg.tables.auto-create-props.format-version": "3", "iceberg.control.commit.interval-ms": "1500"})
     model = Model(seed=12, keys=300)
     _changes_with_sigkills(bootstrap, warehouse, tmp_path, topic, table, connector, model)
@@ -158,11 +160,7 @@ def test_a_v2_table_upgraded_to_v3_while_the_sink_runs_takes_vectors_from_its_ne
         bootstrap: str, warehouse: Warehouse, tmp_path: Path) -> None:
     topic, table = unique("upgrade"), "cdc.accounts_upgraded"
     create_topic(bootstrap, topic, PARTITIONS)
-    connector = connector_props("upgrade", topic, table, warehouse, {
-        "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
-        "iceberg.tables.default-id-columns": "id", "iceberg.tables.upsert-mode-enabled": "true",
-        "iceberg.tables.cdc-field": "op", "iceberg.tables.default-partition-by": "day(updated_at)",
-        "iceberg.control.commit.interval-ms": "1000"})
+    connector = _upsert_connector("upgrade", topic, table, warehouse, **{"iceberg.control.commit.interval-ms": "1000"})
     group = f"connect-{connector['name']}"
     model = Model(seed=14, keys=300)
     seed(bootstrap, topic, model)
