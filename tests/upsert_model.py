@@ -98,7 +98,7 @@ def pyiceberg_state(bootstrap: str, connector: dict[str, str], table: str) -> di
 
 def assert_deletion_vectors_only(warehouse: Warehouse, table: str, history: bool = True) -> None:
     """A v3 table: every position delete is a deletion vector, in a Puffin file of its own (DuckDB
-    1.5.5 misapplies the vectors of a shared one), and no data file has two live ones. With
+    1.5.5 misread a table whose vectors shared files), and no data file has two live ones. With
     ``history``, every snapshot is still there to say so of every file ever added, and some was."""
     t = warehouse.table(table)
     assert warehouse.spark.jvm.org.apache.iceberg.TableUtil.formatVersion(t) == 3

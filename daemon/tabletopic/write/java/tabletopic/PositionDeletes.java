@@ -139,10 +139,10 @@ final class PositionDeletes {
 
   /**
    * One deletion vector per data file, each in a Puffin file of its own. Iceberg's writer would put a
-   * commit's vectors in one file, which Spark reads right, but DuckDB 1.5.5 then applied another
-   * data file's vector to some of them: in bench/long_upsert.py on a v3 table it lost 12 live rows
-   * and showed 2 deleted ones, where Spark read the model exactly. A vector's file is a few hundred
-   * bytes, so one file each costs readers little.
+   * commit's vectors in one file, which Spark reads right; but with that layout, in one run of
+   * bench/long_upsert.py on a v3 table, DuckDB 1.5.5 missed 12 live rows and showed 2 deleted ones;
+   * the missing rows traced sat in data files whose vectors shared a Puffin file. With one file each
+   * the same run read right. A vector's file is a few hundred bytes, so this costs readers little.
    */
   private Written writeVectors(Snapshot snapshot) throws IOException {
     Map<String, DeleteFile> earlier = new HashMap<>(); // data file -> its live deletion vector
