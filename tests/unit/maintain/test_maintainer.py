@@ -45,3 +45,15 @@ def test_with_conversion_every_round_every_table_is_due_and_looked_at_by_the_int
     now[0] += 600
     assert maintainer.due() == ["db.a"] and maintainer.look_due("db.a", now[0])
     assert _maintainer(now, names, enabled=False, conversion="round").due() == []
+
+
+def test_a_table_another_engine_compacts_is_due_only_at_its_looks_when_the_others_convert_every_round() -> None:
+    now, names = [1000.0], {"db.a", "db.ext"}
+    settings = replace(SETTINGS, interval_s=600, conversion="commit")
+    maintainer = Maintainer("c", "connect-c", None, settings, metrics(), lambda: names,
+                            clock=lambda: now[0],
+                            table_settings=lambda t: settings.beside_external_compaction() if t == "db.ext"
+                            else settings)
+    assert maintainer.due() == ["db.a"]  # a round's conversion: never for db.ext, whose rewrites it would fail
+    now[0] += 600
+    assert maintainer.due() == ["db.a", "db.ext"]
