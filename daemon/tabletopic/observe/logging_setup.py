@@ -87,12 +87,13 @@ def relay_lines(stream: IO[bytes], logger_name: str = "spark", expected: tuple[s
             if not line:
                 continue
             match = _LOG4J.match(line)
+            quiet = any(e in line for e in expected)
             if match is None:
                 # A stack trace's lines go with the line they follow; anything else (spark-submit's notes) is INFO.
                 continues = line.startswith(("\t", " ", "Caused by:", "java.", "org.", "scala.", "py4j."))
-                logger.log(level if continues else logging.INFO, line)
+                logger.log(logging.DEBUG if quiet else level if continues else logging.INFO, line)
             else:
-                level = logging.DEBUG if any(e in line for e in expected) else _LOG4J_LEVELS[match.group("level")]
+                level = logging.DEBUG if quiet else _LOG4J_LEVELS[match.group("level")]
                 logger.log(level, match.group("message"), extra={"jvm_logger": match.group("logger")})
         stream.close()
 
