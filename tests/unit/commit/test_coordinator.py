@@ -11,7 +11,7 @@ import structlog
 from tabletopic.commit.coordinator import Coordinator
 from tabletopic.commit.events import Start, Verdict
 from tabletopic.commit.maintenance_runs import MaintenanceRuns
-from tabletopic.commit.repeated_refusals import CommitRefused, RepeatedRefusals
+from tabletopic.commit.repeated_refusals import CommitRefused
 from tabletopic.write.write_result import TableFiles
 from tests.unit.fakes import TP0, TP1, FakeChannel, FakeTables, answer, files, metrics, run, settle
 
@@ -274,22 +274,3 @@ def test_a_commit_refused_the_same_way_three_rounds_in_a_row_ends_the_rounds_wit
             await asyncio.wait_for(rounds, 30)  # a guard against a hang: the third refusal ends the rounds
         assert len(channel.of(Verdict)) == 3
     run(go())
-
-
-def test_only_the_same_refusal_round_after_round_counts() -> None:
-    refusals = RepeatedRefusals(3)
-    dvs = "commit to table db.t failed: IllegalArgumentException: Must use DVs for position deletes in V3: /w/{}"
-    assert refusals.observe({"db.t": dvs.format(1)}, []) is None
-    assert refusals.observe({"db.t": dvs.format(2)}, ["db.u"]) is None
-    # An outage between them starts the count again: it is retried for as long as it lasts.
-    assert refusals.observe({"db.t": "cannot read table db.t: ConnectException: Connection refused"}, []) is None
-    assert refusals.observe({"db.t": dvs.format(3)}, []) is None
-    assert refusals.observe({"db.t": dvs.format(4)}, []) is None
-    other = "commit to table db.t failed: ValidationException: Found conflicting files"
-    assert refusals.observe({"db.t": other}, []) is None  # another cause: a new count
-    assert refusals.observe({"db.t": dvs.format(5)}, []) is None
-    assert refusals.observe({}, ["db.t"]) is None  # committed: a new count
-    for n in range(6, 8):
-        assert refusals.observe({"db.t": dvs.format(n)}, []) is None
-    refused = refusals.observe({"db.t": dvs.format(8)}, [])
-    assert refused is not None and str(refused).startswith(dvs.format(8))
