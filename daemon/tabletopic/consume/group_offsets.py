@@ -18,6 +18,7 @@ from aiokafka.errors import KafkaError
 from tabletopic.buffer.partition_ledger import PartitionLedger
 from tabletopic.kafka_clients import KafkaClients
 from tabletopic.observe.metrics import SinkMetrics
+from tabletopic.offsets.resume import lowest_recorded
 from tabletopic.topic_partition import TopicPartition
 
 
@@ -44,7 +45,7 @@ async def report_lag(app: faust.App, ledger: PartitionLedger, metrics: SinkMetri
     while True:
         await asyncio.sleep(every_s)
         try:
-            committed = ledger.recorded()
+            committed = lowest_recorded(ledger.recorded())
             for tp in list(app.consumer.assignment()):
                 highwater = app.consumer.highwater(tp)
                 if highwater is None or highwater < 0:
@@ -54,8 +55,7 @@ async def report_lag(app: faust.App, ledger: PartitionLedger, metrics: SinkMetri
                 labels = {"topic": tp.topic, "partition": str(tp.partition)}
                 if position is not None:
                     metrics.lag.labels(**labels).set(max(0, highwater - position))
-                done = [offs[key] for offs in committed.values() if key in offs]
-                if done:
-                    metrics.committed_lag.labels(**labels).set(max(0, highwater - min(done)))
+                if key in committed:
+                    metrics.committed_lag.labels(**labels).set(max(0, highwater - committed[key]))
         except Exception as exc:  # metrics must never take the sink down
             log.debug("lag report failed", error=str(exc))

@@ -23,6 +23,16 @@ from tabletopic.topic_partition import TopicPartition
 Offsets = Mapping[str, Mapping[TopicPartition, int]]  # per table
 
 
+def lowest_recorded(recorded: Offsets) -> dict[TopicPartition, int]:
+    """Per partition, the least offset any table records: what every table that records it holds, the
+    figure committed lag is counted from (where the sink resumes may be lower: :func:`resume_positions`)."""
+    out: dict[TopicPartition, int] = {}
+    for offsets in recorded.values():
+        for tp, offset in offsets.items():
+            out[tp] = min(offset, out.get(tp, offset))
+    return out
+
+
 def resume_position(tp: TopicPartition, recorded: Offsets, round_starts: Offsets, group_offset: int | None = None,
                     uncommitted_from: int | None = None) -> int | None:
     """Where ``tp`` must be read from so that no table misses a row: None if nothing says."""

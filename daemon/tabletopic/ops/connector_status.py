@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.consume.group_offsets import committed_offsets
 from tabletopic.kafka_clients import KafkaClients
+from tabletopic.offsets.resume import lowest_recorded
 from tabletopic.offsets.source_offsets import VTTS_KEY, PyIcebergTable, Recorded, recorded_in
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.pyiceberg_catalog import open_table
@@ -74,10 +75,7 @@ def status_lines(config: ConnectorConfig, clients: KafkaClients, tables: list[st
     # Lag is counted from what the tables hold (the least offset any of them records for a partition), as
     # tabletopic_committed_lag_records counts it: what the sink would read again on a restart is another
     # figure (tabletopic offsets, GET /connectors/{c}/offsets).
-    committed: dict[TopicPartition, int] = {}
-    for status in statuses:
-        for tp, offset in status.recorded.offsets.items():
-            committed[tp] = min(offset, committed.get(tp, offset))
+    committed = lowest_recorded({s.name: s.recorded.offsets for s in statuses})
     group, ends = asyncio.run(_kafka(clients, config.group_id, committed))
     now_ms = time.time() * 1000
     lines = [f"connector {config.name}: group {config.group_id}, {len(committed)} partitions in its tables"]

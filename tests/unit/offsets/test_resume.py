@@ -1,4 +1,4 @@
-from tabletopic.offsets.resume import resume_position, resume_positions, tables_resume
+from tabletopic.offsets.resume import lowest_recorded, resume_position, resume_positions, tables_resume
 from tabletopic.offsets.source_offsets import Recorded
 
 TP0, TP1 = ("orders", 0), ("orders", 1)
@@ -38,3 +38,9 @@ def test_the_tables_views_say_where_the_sink_itself_would_resume() -> None:
     by_table = {"db.a": Recorded({TP0: 90}, 3, "snapshot", 1, round_start={TP0: 40}),
                 "db.b": Recorded({}, -1, "none")}
     assert tables_resume(by_table) == {TP0: 40}
+
+
+def test_committed_lag_counts_from_what_every_table_holds_not_from_where_the_sink_resumes() -> None:
+    recorded, starts = {"db.a": {TP0: 90}, "db.b": {TP0: 70, TP1: 7}}, {"db.a": {TP0: 40}}
+    assert lowest_recorded(recorded) == {TP0: 70, TP1: 7}
+    assert resume_positions(recorded, starts) == {TP0: 40, TP1: 7}
