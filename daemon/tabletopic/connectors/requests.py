@@ -261,11 +261,7 @@ def state_of_tasks(target: TargetState, tasks: list[str]) -> tuple[str, str | No
     a resume reaching several workers). Failed tasks leave it RUNNING, as Connect shows a connector
     whose tasks failed.
     """
-    live = {s for s in tasks if s != FAILED}
     if not tasks:
         return UNASSIGNED, "no worker runs its task yet"
-    if not live:
-        return target.value, None
-    if len(live) == 1:
-        return live.pop(), None
-    return target.value, None
+    live = {s for s in tasks if s != FAILED}
+    return (live.pop() if len(live) == 1 else target.value), None
