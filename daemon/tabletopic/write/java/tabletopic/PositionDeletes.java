@@ -52,6 +52,7 @@ final class PositionDeletes {
 
   private final Table table;
   private final Map<String, Partition> partitions = new LinkedHashMap<>();
+  private final Map<String, DeleteFile> vectors = new HashMap<>(); // data file -> its live deletion vector
   private long rows = 0;
 
   PositionDeletes(Table table) {
@@ -84,11 +85,19 @@ final class PositionDeletes {
   }
 
   /**
-   * Adds the positions of {@code delete}, a position delete file of a partition written to, to that
-   * partition, less those in data files not in {@code live} (a compaction took them); true when it
-   * did, so the new file replaces it and each partition keeps one position delete file.
+   * Takes in {@code delete}, one of the table's live delete files: each of them goes through here
+   * before {@link #write}, which reads no manifest again.
+   *
+   * <p>A position delete file of a partition written to: its positions are added to that partition,
+   * less those in data files not in {@code live} (a compaction took them); true, so the new file
+   * replaces it and each partition keeps one position delete file. A deletion vector is kept, to be
+   * merged into its data file's new one if that file gets one ({@link Written#replaced}).
    */
   boolean mergeInto(DeleteFile delete, Set<String> live) throws IOException {
+    if (ContentFileUtil.isDV(delete)) {
+      vectors.put(delete.referencedDataFile(), delete);
+      return false;
+    }
     Partition partition = partitions.get(FileCensus.partitionKey(table, delete));
     if (delete.content() != FileContent.POSITION_DELETES
         || delete.format() != FileFormat.PARQUET
@@ -145,12 +154,6 @@ final class PositionDeletes {
    * the same run read right. A vector's file is a few hundred bytes, so this costs readers little.
    */
   private Written writeVectors(Snapshot snapshot) throws IOException {
-    Map<String, DeleteFile> earlier = new HashMap<>(); // data file -> its live deletion vector
-    for (DeleteFile delete : live(table, snapshot)) {
-      if (ContentFileUtil.isDV(delete)) {
-        earlier.put(delete.referencedDataFile(), delete);
-      }
-    }
     BaseDeleteLoader loader = new BaseDeleteLoader(delete -> table.io().newInputFile(delete));
     OutputFileFactory files =
         OutputFileFactory.builderFor(table, 0, snapshot.snapshotId())
@@ -166,7 +169,7 @@ final class PositionDeletes {
         StructLike values = spec.isUnpartitioned() ? null : partition.sample.partition();
         for (Map.Entry<String, Positions> entry : partition.positions.entrySet()) {
           String path = entry.getKey();
-          DeleteFile previous = earlier.get(path);
+          DeleteFile previous = vectors.get(path);
           BaseDVFileWriter writer =
               new BaseDVFileWriter(
                   files,
