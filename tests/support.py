@@ -388,3 +388,14 @@ def failed_task_trace(rest: Rest, connector: str, daemon: DaemonProcess) -> str:
     """Once the connector's task is FAILED, as Connect shows a failed task: its trace."""
     wait_until(lambda: rest.first_task(connector).get("state") == "FAILED", 180, "the task FAILED", daemon)
     return str(rest.first_task(connector).get("trace", ""))
+
+
+def events(daemon: DaemonProcess, name: str) -> list[dict[str, Any]]:
+    """Every JSON log line of ``daemon`` whose event is ``name``, in order."""
+    out = []
+    for line in daemon.output().splitlines():
+        if line.startswith("{") and f'"{name}"' in line:
+            doc = json.loads(line)
+            if doc.get("event") == name:
+                out.append(doc)
+    return out

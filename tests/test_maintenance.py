@@ -25,6 +25,7 @@ from tests.support import (
     Warehouse,
     connector_props,
     create_topic,
+    events,
     produce,
     scrape,
     unique,
@@ -81,16 +82,6 @@ def committed(warehouse: Warehouse, group: str) -> int:
 
 def stats(warehouse: Warehouse) -> TableStats:
     return stats_from_java(warehouse.spark.jvm, warehouse.table(TABLE))
-
-
-def events(daemon: DaemonProcess, name: str) -> list[dict[str, Any]]:
-    out = []
-    for line in daemon.output().splitlines():
-        if line.startswith("{") and f'"{name}"' in line:
-            doc = json.loads(line)
-            if doc.get("event") == name:
-                out.append(doc)
-    return out
 
 
 def wait_logged(warehouse: Warehouse, daemon: DaemonProcess, group: str) -> None:

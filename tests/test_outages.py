@@ -21,6 +21,7 @@ from tests.support import (
     Warehouse,
     connector_props,
     create_topic,
+    events,
     failed_task_trace,
     listening_daemon,
     produce,
@@ -166,12 +167,7 @@ def test_a_commit_refused_the_same_way_three_rounds_in_a_row_fails_the_connector
     daemon, rest = listening_daemon(tmp_path, bootstrap, [connector])
     trace = failed_task_trace(rest, connector["name"], daemon)
     assert "refused 3 rounds in a row" in trace and "audit" in trace, trace
-    assert len(events_named(daemon, "commit failed; the round's answers are read again")) == 3
+    assert len(events(daemon, "commit failed; the round's answers are read again")) == 3
     assert daemon.alive() and rest.status_of("/health") == 200
     assert [r.id for r in warehouse.rows(table, "id")] == [0]
     daemon.terminate()
-
-
-def events_named(daemon: DaemonProcess, name: str) -> list[dict[str, object]]:
-    return [doc for line in daemon.output().splitlines() if line.startswith("{")
-            for doc in [json.loads(line)] if doc.get("event") == name]

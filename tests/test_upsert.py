@@ -29,6 +29,7 @@ from tests.upsert_model import (
     Model,
     assert_deletion_vectors_only,
     duckdb_state,
+    position_deletes_added,
     pyiceberg_state,
     seed,
     spark_state,
@@ -172,10 +173,8 @@ def test_a_v2_table_upgraded_to_v3_while_the_sink_runs_takes_vectors_from_its_ne
 
     wait_until(lambda: sum(warehouse.offsets(table, group).values()) == model.produced, 120, "the keys", daemon)
     changes(600, "changes to the v2 table")
-    t = warehouse.table(table)
-    before = {s.snapshotId() for s in t.snapshots()}
-    v2_positions = [d.format().toString() for s in t.snapshots() for d in s.addedDeleteFiles(t.io())
-                    if d.content().id() == 1]
+    before = {s.snapshotId() for s in warehouse.table(table).snapshots()}
+    v2_positions = position_deletes_added(warehouse, table)
     assert v2_positions and set(v2_positions) == {"PARQUET"}
 
     warehouse.sql(f"ALTER TABLE {{c}}.{table} SET TBLPROPERTIES ('format-version'='3')")
@@ -185,8 +184,6 @@ def test_a_v2_table_upgraded_to_v3_while_the_sink_runs_takes_vectors_from_its_ne
     assert spark_state(warehouse, table) == model.rows
     assert duckdb_state(warehouse, table) == model.rows
     assert pyiceberg_state(bootstrap, connector, table) == model.rows
-    t = warehouse.table(table)
-    after = [d.format().toString() for s in t.snapshots() if s.snapshotId() not in before
-             for d in s.addedDeleteFiles(t.io()) if d.content().id() == 1]
+    after = position_deletes_added(warehouse, table, after=before)
     assert after and set(after) == {"PUFFIN"}, after
     assert_deletion_vectors_only(warehouse, table, history=False)

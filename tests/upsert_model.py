@@ -96,6 +96,14 @@ def pyiceberg_state(bootstrap: str, connector: dict[str, str], table: str) -> di
     return state
 
 
+def position_deletes_added(warehouse: Warehouse, table: str, after: set[int] | None = None) -> list[str]:
+    """The file format of each position delete the table's snapshots added (only those not in
+    ``after``, the snapshot ids there were before, when given)."""
+    t = warehouse.table(table)
+    return [d.format().toString() for s in t.snapshots() if after is None or s.snapshotId() not in after
+            for d in s.addedDeleteFiles(t.io()) if d.content().id() == 1]
+
+
 def assert_deletion_vectors_only(warehouse: Warehouse, table: str, history: bool = True) -> None:
     """A v3 table: every position delete is a deletion vector, in a Puffin file of its own (DuckDB
     1.5.5 misread a table whose vectors shared files), and no data file has two live ones. With
@@ -103,10 +111,8 @@ def assert_deletion_vectors_only(warehouse: Warehouse, table: str, history: bool
     t = warehouse.table(table)
     assert warehouse.spark.jvm.org.apache.iceberg.TableUtil.formatVersion(t) == 3
     if history:
-        added: list[tuple[int, str]] = []
-        for snapshot in t.snapshots():
-            added += [(d.content().id(), d.format().toString()) for d in snapshot.addedDeleteFiles(t.io())]
-        assert (1, "PUFFIN") in added and (1, "PARQUET") not in added, sorted(set(added))
+        added = position_deletes_added(warehouse, table)
+        assert "PUFFIN" in added and "PARQUET" not in added, sorted(set(added))
     live = warehouse.sql(f"SELECT content, file_format, file_path, referenced_data_file "
                          f"FROM {{c}}.{table}.delete_files WHERE content = 1")
     vectors = [r.referenced_data_file for r in live]
