@@ -1,24 +1,29 @@
-"""End-to-end throughput: a JSON topic into a committed Iceberg table, beside aiokafka alone.
+"""End-to-end throughput and cost: a JSON backlog into an Iceberg table, beside the pipeline a user writes instead.
 
-Produces N JSON records (default 500,000, about 150 bytes each) to a 4-partition topic on the
-bundled broker, then measures in this one run:
+Produces N JSON records (default 2,000,000, about 135 bytes each, compact JSON) to a 4-partition topic on the
+bundled broker (same cores), then measures in this one run:
 
-* **baseline**: aiokafka alone consuming every record (no conversion, no writes);
-* **tabletopic** into a hadoop catalog on local files, ``--runs`` times (default 3, the median
-  counts), each a new connector reading the whole topic: from the moment the sink owns its
-  partitions until every offset is committed to the table. The SparkSession is started and
-  warmed up (one write of a small topic) first, as a running daemon's is;
-* the **phase breakdown** of the median run, from the daemon's own stage counters
-  (``tabletopic_stage_seconds_total``, ``tabletopic_stage_cpu_seconds_total``), beside the CPU
-  seconds of the Python process and of the Spark driver JVM over the run;
-* unless ``--no-lake``, one more run into S3 on loopback behind an Iceberg REST catalog (SeaweedFS).
+* **aiokafka alone** consuming every record: no conversion, no writes;
+* ``--runs`` times (default 3, medians count), one after the other:
+  * **the pyiceberg pipeline** (``bench/pyiceberg_pipeline.py``: confluent-kafka, ``pyarrow.json``,
+    ``Table.append`` to a SQLite catalog at the same commit interval), the strongest thing a user
+    could pick instead;
+  * **tabletopic** as a user starts it: ``tabletopic standalone worker.properties connector.properties``
+    into a hadoop catalog on local files;
+
+  each timed from "partitions assigned" until its commits hold every record, with the CPU-seconds
+  of its process tree read from ``/proc`` over the same span (tabletopic: Python, and its JVM);
+* every table read back by DuckDB: every id once;
+* the utilisation trace of the median tabletopic run: Python's and the JVM's CPU % per second;
+* ``--small`` records (default 500,000) into a daemon started cold: JVM start and warm-up
+  included, as a user meets them.
 
 With ``--sustained`` it instead produces at a fixed rate while the sink runs, and searches the
 highest rate at which the records not yet committed stay bounded for ``--window-s`` (120 s); it
 reports that rate, the commit latency p50/p99 (barrier to snapshot, from the daemon's commit log
 events) and the peak RSS of the process tree (Python plus JVM).
 
-    python bench/e2e_throughput.py [--records 500000] [--interval-ms 2000] [--runs 3] [--no-lake]
+    python bench/e2e_throughput.py [--records 2000000] [--interval-ms 2000] [--runs 3] [--small 500000]
     python bench/e2e_throughput.py --sustained [--window-s 120]
 """
 
@@ -33,8 +38,13 @@ import multiprocessing
 import os
 import random
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +52,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
-from tabletopic.demo.broker import EmbeddedBroker, create_topic
-from tabletopic.demo.lake_servers import SeaweedLake
+from tabletopic.demo.broker import EmbeddedBroker, create_topic, free_port
+from tabletopic.demo.lake_servers import duckdb_offline
 from tabletopic.observe.logging_setup import configure_logging
 from tabletopic.standalone import Standalone
 from tabletopic.write.spark_session import SparkRuntime
 
-TOPIC, WARMUP, PARTITIONS, TABLE = "bench_json", "bench_warmup", 4, "bench.events"
+TOPIC, WARMUP, SMALL, PARTITIONS, TABLE = "bench_json", "bench_warmup", "bench_cold", 4, "bench.events"
 STAGES = ("fetch", "take", "convert", "buffer", "handoff", "write", "commit")
 
 
@@ -57,7 +67,7 @@ def record(i: int, rng: random.Random) -> bytes:
         "id": i, "user": f"user-{rng.randrange(100_000):06d}", "action": rng.choice(["view", "click", "buy"]),
         "amount": round(rng.random() * 1000, 2), "country": rng.choice(["DE", "FR", "US", "JP"]),
         "ts": f"2026-11-{1 + i % 28:02d}T{i % 24:02d}:00:00Z", "session": f"{rng.getrandbits(64):016x}",
-    }).encode()
+    }, separators=(",", ":")).encode()
 
 
 async def produce(bootstrap: str, topic: str, n: int, start: int = 0) -> int:
@@ -77,6 +87,31 @@ async def produce(bootstrap: str, topic: str, n: int, start: int = 0) -> int:
             pending.clear()
     await asyncio.gather(*pending)
     await producer.stop()
+    return total
+
+
+def produce_fast(bootstrap: str, topic: str, n: int) -> int:
+    """``n`` records with librdkafka (a Python producer would take minutes for 2M); returns their bytes."""
+    from confluent_kafka import Producer
+
+    asyncio.run(create_topic(bootstrap, topic, PARTITIONS))
+    rng = random.Random(1)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000,
+                         "queue.buffering.max.messages": 1_000_000, "acks": "all"})
+    total = 0
+    for i in range(n):
+        value = record(i, rng)
+        total += len(value)
+        while True:
+            try:
+                producer.produce(topic, value, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    if producer.flush(120):
+        raise RuntimeError(f"{topic}: records still unsent after 120 s")
     return total
 
 
@@ -108,15 +143,6 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
-
-
-class Run:
-    """One sink run's figures."""
-
-    def __init__(self, label: str, seconds: float, stages: dict[str, tuple[float, float]], python_cpu: float,
-                 jvm_cpu: float, rows: int) -> None:
-        self.label, self.seconds, self.stages, self.rows = label, seconds, stages, rows
-        self.python_cpu, self.jvm_cpu = python_cpu, jvm_cpu
 
 
 async def sink(worker_props: dict[str, str], connector_props: dict[str, str], n: int, spark: SparkRuntime,
@@ -153,64 +179,252 @@ def connector(name: str, topic: str, interval_ms: int, catalog: dict[str, str], 
             **catalog, **extra}
 
 
+# -- the process tree's CPU, from /proc -----------------------------------------------------------------
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def write_props(path: Path, props: dict[str, str]) -> None:
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                tree.setdefault(int(fields[1]), []).append(int(entry.name))
+    return tree
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of one process (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def tree_cpu(pid: int) -> tuple[float, float]:
+    """(the process's own CPU-seconds, its descendants'): for tabletopic, Python and its JVM."""
+    tree, below = _children(), 0.0
+    stack = list(tree.get(pid, []))
+    while stack:
+        child = stack.pop()
+        below += cpu_seconds(child)
+        stack.extend(tree.get(child, []))
+    return cpu_seconds(pid), below
+
+
+def tree_rss_mib(pid: int) -> float:
+    tree, total, stack = _children(), 0.0, [pid]
+    while stack:
+        p = stack.pop()
+        with contextlib.suppress(OSError):
+            total += rss_mib(p)
+        stack.extend(tree.get(p, []))
+    return total
+
+
+class Trace(threading.Thread):
+    """Samples a process tree's CPU every second: the utilisation trace of a run."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.samples, self.peak_rss = pid, [], 0.0
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        last = tree_cpu(self.pid)
+        while not self.stopped.wait(1.0):
+            now = tree_cpu(self.pid)
+            self.samples.append((time.monotonic(), 100 * (now[0] - last[0]), 100 * (now[1] - last[1])))
+            self.peak_rss = max(self.peak_rss, tree_rss_mib(self.pid))
+            last = now
+
+
+class Run:
+    """One timed run: from partitions assigned until every record is committed."""
+
+    def __init__(self, label: str, began: float, assigned: float, ended: float, cpu: tuple[float, float],
+                 trace: list[tuple[float, float, float]], rows: int, peak_rss: float) -> None:
+        self.label, self.rows, self.trace, self.peak_rss = label, rows, trace, peak_rss
+        self.seconds, self.from_start = ended - assigned, ended - began
+        self.python_cpu, self.jvm_cpu = cpu
+        self.assigned = assigned
+
+
+def _timed(label: str, argv: list[str], cwd: Path, n: int, parse: Callable[[dict[str, Any]], str | None],
+           check: Callable[[], int], py_spy: str | None = None) -> Run:
+    """Start ``argv``, read its JSON log lines: ``parse`` names each line ``assigned``, ``committed:<n>``
+    or nothing. The CPU span is read from /proc when the events arrive."""
+    began = time.monotonic()
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    trace = Trace(proc.pid)
+    trace.start()
+    assigned, cpu0, committed, tail = None, (0.0, 0.0), 0, []
+    profiler: subprocess.Popen[bytes] | None = None
+    try:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            tail = [*tail[-39:], raw]
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                continue
+            kind = parse(event) if isinstance(event, dict) else None
+            if kind == "assigned" and assigned is None:
+                assigned, cpu0 = time.monotonic(), tree_cpu(proc.pid)
+                if py_spy:  # every thread, idle ones too: where the wall time of each goes
+                    profiler = subprocess.Popen(["py-spy", "record", "--pid", str(proc.pid), "--threads", "--idle",
+                                                 "--format", "raw", "--rate", "50", "-o", py_spy],
+                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            elif kind and kind.startswith("committed:"):
+                committed += int(kind.split(":")[1])
+                if committed >= n:
+                    break
+        else:
+            raise RuntimeError(f"{label} exited before committing {n:,} records:\n"
+                               + b"".join(tail).decode(errors="replace"))
+        ended, cpu1 = time.monotonic(), tree_cpu(proc.pid)
+        if profiler is not None:
+            profiler.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
+            profiler.wait(timeout=60)
+    finally:
+        trace.stopped.set()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert assigned is not None
+    used = (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1])
+    samples = [(t - assigned, py, jvm) for t, py, jvm in trace.samples if assigned <= t <= ended + 1]
+    return Run(label, began, assigned, ended, used, samples, check(), trace.peak_rss)
+
+
+def tabletopic_run(bootstrap: str, work: Path, name: str, n: int, interval_ms: int, topic: str = TOPIC,
+                   py_spy: str | None = None, jfr: str | None = None) -> Run:
+    """``tabletopic standalone worker.properties connector.properties``, as a user starts it."""
+    run_dir = work / name
+    run_dir.mkdir()
+    warehouse = run_dir / "warehouse"
+    write_props(run_dir / "worker.properties", {
+        "bootstrap.servers": bootstrap, "listeners": f"http://127.0.0.1:{free_port()}", "log.format": "json",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "false",
+        **({"spark.driver.extraJavaOptions": f"-XX:StartFlightRecording=filename={jfr},settings=profile"}
+           if jfr else {})})
+    write_props(run_dir / "connector.properties", {
+        "name": name, "topics": topic, "iceberg.tables": TABLE, "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.control.commit.interval-ms": str(interval_ms), "iceberg.catalog": "local",
+        "iceberg.catalog.type": "hadoop", "iceberg.catalog.warehouse": "file://" + str(warehouse)})
+
+    def parse(event: dict[str, Any]) -> str | None:
+        if event.get("event") == "partitions assigned" and event.get("partitions"):
+            return "assigned"
+        if event.get("event") == "committed" and event.get("table") == TABLE:
+            return f"committed:{event.get('records', 0)}"
+        return None
+
+    def check() -> int:
+        return exact_rows(str(warehouse / TABLE.replace(".", "/")), n)
+
+    return _timed(f"tabletopic ({name})", [sys.executable, "-m", "tabletopic.cli", "standalone",
+                                           str(run_dir / "worker.properties"), str(run_dir / "connector.properties")],
+                  run_dir, n, parse, check, py_spy)
+
+
+def peer_run(bootstrap: str, work: Path, name: str, n: int, interval_ms: int) -> Run:
+    """The pyiceberg pipeline (bench/pyiceberg_pipeline.py) over the same topic."""
+    run_dir = work / name
+    run_dir.mkdir()
+    rows = {}
+
+    def parse(event: dict[str, Any]) -> str | None:
+        if event.get("event") == "assigned":
+            return "assigned"
+        if event.get("event") == "committed":
+            return f"committed:{event['records']}"
+        return None
+
+    def check() -> int:
+        from pyiceberg.catalog.sql import SqlCatalog
+        catalog = SqlCatalog("peer", uri=f"sqlite:///{run_dir}/warehouse/catalog.db",
+                             warehouse=f"file://{run_dir}/warehouse")
+        location = catalog.load_table("bench.events").metadata_location
+        rows["n"] = exact_rows(location, n)
+        return rows["n"]
+
+    return _timed(f"pyiceberg pipeline ({name})",
+                  [sys.executable, str(Path(__file__).with_name("pyiceberg_pipeline.py")), "--bootstrap", bootstrap,
+                   "--topic", TOPIC, "--records", str(n), "--warehouse", str(run_dir / "warehouse"),
+                   "--interval-ms", str(interval_ms)], run_dir, n, parse, check)
+
+
+def exact_rows(location: str, n: int) -> int:
+    """The table's row count, after checking that it holds ids 0..n-1 once each (DuckDB reads it)."""
+    con = duckdb_offline("avro", "iceberg")
+    rows, distinct, low, high = con.execute(
+        f"SELECT count(*), count(DISTINCT id), min(id), max(id) FROM iceberg_scan('{location}')").fetchone()
+    if (rows, distinct, low, high) != (n, n, 0, n - 1):
+        raise AssertionError(f"{location}: {rows:,} rows, {distinct:,} ids from {low} to {high}; expected 0..{n - 1}")
+    return rows
+
+
+def median(runs: list[Run]) -> Run:
+    return sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
+
+
 def backlog(args: argparse.Namespace, work: Path) -> None:
-    runs: list[Run] = []
     with EmbeddedBroker(log_path=work / "broker.log") as broker:
         bootstrap = broker.bootstrap_servers
-        nbytes = asyncio.run(produce(bootstrap, TOPIC, args.records))
-        asyncio.run(produce(bootstrap, WARMUP, 100_000))
+        nbytes = produce_fast(bootstrap, TOPIC, args.records)
         baseline = asyncio.run(aiokafka_alone(bootstrap, args.records))
-        conf = {"spark.master": "local[2]"}
-        if args.jfr:  # Java Flight Recorder over the whole run, for docs/performance.md
-            conf["spark.driver.extraJavaOptions"] = f"-XX:StartFlightRecording=filename={args.jfr},settings=profile"
-        spark = SparkRuntime(conf, lake=not args.no_lake)
-        spark.session  # noqa: B018 - started before the clock, as a running daemon's would be
-        worker = {"bootstrap.servers": bootstrap, "listeners": "", "value.converter.schemas.enable": "false",
-                  "consumer.session.timeout.ms": "6000", "consumer.max.poll.records": str(args.max_poll_records)}
-        local = {"iceberg.catalog": "local", "iceberg.catalog.type": "hadoop",
-                 "iceberg.catalog.warehouse": "file://" + str(work / "warehouse")}
-        extra = {"tabletopic.buffer.flush-bytes": str(args.flush_bytes)} if args.flush_bytes else {}
-        asyncio.run(sink(worker, connector("warmup", WARMUP, args.interval_ms, local), 100_000, spark,
-                         "bench.warmup"))
-        for i in range(args.runs):
-            catalog = {**local, "iceberg.catalog.warehouse": "file://" + str(work / f"warehouse-{i}")}
-            seconds, stages, python, jvm = asyncio.run(sink(
-                worker, connector(f"bench-{i}", TOPIC, args.interval_ms, catalog, **extra), args.records, spark))
-            rows = spark.activate().sql(f"SELECT count(*) FROM local.{TABLE}").collect()[0][0]
-            runs.append(Run(f"tabletopic, file:// run {i + 1}", seconds, stages, python, jvm, rows))
-        with SeaweedLake(work) if not args.no_lake else contextlib.nullcontext() as weed:
-            if weed is not None:
-                rest = {f"iceberg.catalog.{k}": v for k, v in weed.rest_props().items()}
-                seconds, stages, python, jvm = asyncio.run(sink(
-                    worker, connector("bench-lake", TOPIC, args.interval_ms, {"iceberg.catalog": "lake", **rest},
-                                      **extra), args.records, spark))
-                rows = spark.activate().sql(f"SELECT count(*) FROM lake.{TABLE}").collect()[0][0]
-                runs.append(Run("tabletopic, S3 + REST catalog", seconds, stages, python, jvm, rows))
-        spark.stop()
+        ours, peers = [], []
+        for i in range(args.runs):  # taken one after another, alternating, so drift hits both alike
+            peers.append(peer_run(bootstrap, work, f"peer-{i}", args.records, args.interval_ms))
+            ours.append(tabletopic_run(bootstrap, work, f"bench-{i}", args.records, args.interval_ms,
+                                       py_spy=args.py_spy if i == 0 else None, jfr=args.jfr if i == 0 else None))
+            print(f"  run {i + 1}: tabletopic {ours[-1].seconds:.1f} s, peer {peers[-1].seconds:.1f} s", flush=True)
+        small = None
+        if args.small:
+            produce_fast(bootstrap, SMALL, args.small)
+            small = tabletopic_run(bootstrap, work, "cold", args.small, args.interval_ms, SMALL)
     mib = nbytes / (1 << 20)
     print(f"\n{args.records:,} JSON records, {mib:.1f} MiB of values ({nbytes / args.records:.0f} B each), "
-          f"{PARTITIONS} partitions, commit interval {args.interval_ms} ms, 2 cores, local[2]\n")
-    print(f"{'':34}{'seconds':>9}{'records/s':>12}{'MiB/s':>8}{'vs aiokafka':>13}{'Python CPU-s':>14}{'JVM CPU-s':>11}")
-    print(f"{'aiokafka alone (baseline)':34}{baseline:>9.2f}{args.records / baseline:>12,.0f}{mib / baseline:>8.2f}"
-          f"{1.0:>13.3f}")
-    for run in runs:
-        rate = args.records / run.seconds
-        print(f"{run.label:34}{run.seconds:>9.2f}{rate:>12,.0f}{mib / run.seconds:>8.2f}"
-              f"{baseline / run.seconds:>13.3f}{run.python_cpu:>14.2f}{run.jvm_cpu:>11.2f}")
-    local_runs = [r for r in runs if "file://" in r.label]
-    median = sorted(local_runs, key=lambda r: r.seconds)[len(local_runs) // 2]
-    print(f"\nmedian of the file:// runs: {args.records / median.seconds:,.0f} records/s, "
-          f"{mib / median.seconds:.2f} MiB/s, {baseline / median.seconds:.3f} of aiokafka alone")
-    print(f"\nphases of the median run ({median.label}); wall seconds overlap, as the phases do:\n")
-    print(f"{'phase':10}{'wall s':>9}{'records/s':>12}{'Python thread CPU-s':>22}")
-    for stage in STAGES:
-        wall, cpu = median.stages[stage]
-        rate = f"{args.records / wall:,.0f}" if wall else "-"
-        print(f"{stage:10}{wall:>9.2f}{rate:>12}{cpu:>22.2f}")
-    print(f"{'whole run':10}{median.seconds:>9.2f}{args.records / median.seconds:>12,.0f}"
-          f"{median.python_cpu:>22.2f}  (JVM {median.jvm_cpu:.2f} CPU-s)")
-    for run in runs:
-        print(f"rows in the table, {run.label}: {run.rows:,} (expected {args.records:,})")
+          f"{PARTITIONS} partitions, commit interval {args.interval_ms} ms, {os.cpu_count()} cores, "
+          f"broker on the same cores\n")
+    print(f"{'':34}{'seconds':>9}{'records/s':>11}{'MiB/s':>8}{'CPU-s':>8}{'Python':>8}{'JVM':>7}"
+          f"{'µs CPU/rec':>12}{'peak RSS MiB':>14}")
+    print(f"{'aiokafka alone, no writes':34}{baseline:>9.2f}{args.records / baseline:>11,.0f}{mib / baseline:>8.2f}")
+    for run in [x for pair in zip(peers, ours, strict=True) for x in pair]:
+        cpu = run.python_cpu + run.jvm_cpu
+        print(f"{run.label:34}{run.seconds:>9.2f}{args.records / run.seconds:>11,.0f}{mib / run.seconds:>8.2f}"
+              f"{cpu:>8.1f}{run.python_cpu:>8.1f}{run.jvm_cpu:>7.1f}{1e6 * cpu / args.records:>12.1f}"
+              f"{run.peak_rss:>14,.0f}")
+    us, peer = median(ours), median(peers)
+    us_cpu, peer_cpu = us.python_cpu + us.jvm_cpu, peer.python_cpu + peer.jvm_cpu
+    print(f"\nmedians of {args.runs}: tabletopic {args.records / us.seconds:,.0f} records/s = "
+          f"{mib / us.seconds:.2f} MiB/s, "
+          f"{peer.seconds / us.seconds:.2f}x the pyiceberg pipeline ({args.records / peer.seconds:,.0f} records/s); "
+          f"CPU per record {1e6 * us_cpu / args.records:.1f} µs (Python {1e6 * us.python_cpu / args.records:.1f}, "
+          f"JVM {1e6 * us.jvm_cpu / args.records:.1f}) = {us_cpu / peer_cpu:.2f}x the pipeline's "
+          f"{1e6 * peer_cpu / args.records:.1f} µs")
+    print(f"CPU-seconds per million records: tabletopic {1e6 * us_cpu / args.records:.1f} "
+          f"(Python {1e6 * us.python_cpu / args.records:.1f}, JVM {1e6 * us.jvm_cpu / args.records:.1f}), "
+          f"pipeline {1e6 * peer_cpu / args.records:.1f}")
+    print(f"every run's rows exact: {all(r.rows == args.records for r in ours + peers)} "
+          f"({args.records:,} ids, each once, in each table)")
+    print("\nutilisation trace of the median tabletopic run (CPU %, 100 = one core):")
+    print(f"{'second':>7}{'Python':>8}{'JVM':>8}")
+    for t, py, jvm in us.trace:
+        print(f"{t:>7.0f}{py:>8.0f}{jvm:>8.0f}")
+    if small is not None:
+        print(f"\n{args.small:,} records, the daemon started cold (JVM start and warm-up included, as a user "
+              f"meets it): {small.from_start:.1f} s from start = {args.small / small.from_start:,.0f} records/s; "
+              f"{small.seconds:.1f} s from partitions assigned = {args.small / small.seconds:,.0f} records/s")
 
 
 # -- sustained ----------------------------------------------------------------------------------------------
@@ -352,13 +566,14 @@ def sustained(args: argparse.Namespace, work: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=500_000)
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--small", type=int, default=500_000,
+                        help="then a cold daemon on this many records, JVM start included (0: skip)")
     parser.add_argument("--interval-ms", type=int, default=2_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--max-poll-records", type=int, default=10_000)
-    parser.add_argument("--flush-bytes", type=int, default=0, help="tabletopic.buffer.flush-bytes (0: the default)")
-    parser.add_argument("--no-lake", action="store_true", help="skip the run into S3 behind a REST catalog")
-    parser.add_argument("--jfr", help="record the driver JVM with Java Flight Recorder into this file")
+    parser.add_argument("--py-spy", help="profile the first tabletopic run's Python with py-spy (raw) into this file")
+    parser.add_argument("--jfr", help="record the first tabletopic run's JVM with Java Flight Recorder into this file")
     parser.add_argument("--sustained", action="store_true", help="find the highest rate the sink keeps up with")
     parser.add_argument("--window-s", type=float, default=120.0)
     parser.add_argument("--start-rate", type=int, default=40_000)
