@@ -200,10 +200,9 @@ def _children() -> dict[int, list[int]]:
 def cpu_seconds(pid: int) -> float:
     """utime + stime of one process (0 once it is gone)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return cpu_seconds_of(Path(f"/proc/{pid}/stat"))
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def tree_cpu(pid: int) -> tuple[float, float]:
@@ -215,6 +214,27 @@ def tree_cpu(pid: int) -> tuple[float, float]:
         below += cpu_seconds(child)
         stack.extend(tree.get(child, []))
     return cpu_seconds(pid), below
+
+
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU-seconds of each kind of thread of a process tree, by thread name with digits dropped (the JVM's
+    compilers and collectors apart from its executors), for where a run's CPU went."""
+    tree, out, stack = _children(), {}, [pid]
+    while stack:
+        p = stack.pop()
+        stack.extend(tree.get(p, []))
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{p}/task").iterdir():
+                with contextlib.suppress(OSError):
+                    name = (task / "comm").read_text().strip()
+                    kind = ("python: " if p == pid else "jvm: ") + "".join(c for c in name if not c.isdigit())
+                    out[kind] = out.get(kind, 0.0) + cpu_seconds_of(task / "stat")
+    return out
+
+
+def cpu_seconds_of(stat: Path) -> float:
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def tree_rss_mib(pid: int) -> float:
@@ -253,6 +273,7 @@ class Run:
         self.seconds, self.from_start = ended - assigned, ended - began
         self.python_cpu, self.jvm_cpu = cpu
         self.assigned = assigned
+        self.threads: dict[str, float] = {}
 
 
 def _timed(label: str, argv: list[str], cwd: Path, n: int, parse: Callable[[dict[str, Any]], str | None],
@@ -263,7 +284,7 @@ def _timed(label: str, argv: list[str], cwd: Path, n: int, parse: Callable[[dict
     proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     trace = Trace(proc.pid)
     trace.start()
-    assigned, cpu0, committed, tail = None, (0.0, 0.0), 0, []
+    assigned, cpu0, committed, tail, threads0 = None, (0.0, 0.0), 0, [], {}
     profiler: subprocess.Popen[bytes] | None = None
     try:
         assert proc.stdout is not None
@@ -275,7 +296,7 @@ def _timed(label: str, argv: list[str], cwd: Path, n: int, parse: Callable[[dict
                 continue
             kind = parse(event) if isinstance(event, dict) else None
             if kind == "assigned" and assigned is None:
-                assigned, cpu0 = time.monotonic(), tree_cpu(proc.pid)
+                assigned, cpu0, threads0 = time.monotonic(), tree_cpu(proc.pid), thread_cpu(proc.pid)
                 if py_spy:  # every thread, idle ones too: where the wall time of each goes
                     profiler = subprocess.Popen(["py-spy", "record", "--pid", str(proc.pid), "--threads", "--idle",
                                                  "--format", "raw", "--rate", "50", "-o", py_spy],
@@ -288,6 +309,7 @@ def _timed(label: str, argv: list[str], cwd: Path, n: int, parse: Callable[[dict
             raise RuntimeError(f"{label} exited before committing {n:,} records:\n"
                                + b"".join(tail).decode(errors="replace"))
         ended, cpu1 = time.monotonic(), tree_cpu(proc.pid)
+        threads = {k: v - threads0.get(k, 0.0) for k, v in thread_cpu(proc.pid).items()}
         if profiler is not None:
             profiler.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
             profiler.wait(timeout=60)
@@ -302,7 +324,9 @@ def _timed(label: str, argv: list[str], cwd: Path, n: int, parse: Callable[[dict
     assert assigned is not None
     used = (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1])
     samples = [(t - assigned, py, jvm) for t, py, jvm in trace.samples if assigned <= t <= ended + 1]
-    return Run(label, began, assigned, ended, used, samples, check(), trace.peak_rss)
+    run = Run(label, began, assigned, ended, used, samples, check(), trace.peak_rss)
+    run.threads = {k: v for k, v in sorted(threads.items(), key=lambda kv: -kv[1]) if v >= 0.05}
+    return run
 
 
 def tabletopic_run(bootstrap: str, work: Path, name: str, n: int, interval_ms: int, topic: str = TOPIC,
@@ -421,6 +445,9 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
     print(f"{'second':>7}{'Python':>8}{'JVM':>8}")
     for t, py, jvm in us.trace:
         print(f"{t:>7.0f}{py:>8.0f}{jvm:>8.0f}")
+    print("\nCPU-seconds of the median tabletopic run by thread (digits dropped from names):")
+    for name, seconds in us.threads.items():
+        print(f"  {name:40}{seconds:>7.2f}")
     if small is not None:
         print(f"\n{args.small:,} records, the daemon started cold (JVM start and warm-up included, as a user "
               f"meets it): {small.from_start:.1f} s from start = {args.small / small.from_start:,.0f} records/s; "
