@@ -26,17 +26,42 @@ _QUOTE, _BACKSLASH = 0x22, 0x5C
 _WINDOW = 1 << 20  # bytes measured at once: bounds the scan's memory for a value of any size
 
 
+class Lines:
+    """A batch's payloads joined by newlines once, with each one's length and start: what the guards and
+    Arrow's JSON reader read, without a Python step per value."""
+
+    def __init__(self, payloads: Sequence[bytes]) -> None:
+        self.count = len(payloads)
+        self.joined = b"\n".join(payloads)
+        self.lengths = np.fromiter(map(len, payloads), dtype=np.int64, count=self.count)
+        self.starts = np.zeros(self.count, dtype=np.int64)
+        if self.count > 1:
+            np.cumsum(self.lengths[:-1] + 1, out=self.starts[1:])
+
+    def one_line_objects(self) -> bool:
+        """Whether every payload is an object on one line, all Arrow's reader may be given: a newline
+        would cut a value in two, and a buffer holding only non-objects (nulls) crashes it."""
+        if not self.count or not self.lengths.all():
+            return False
+        if self.joined.count(b"\n") != self.count - 1 or b"\r" in self.joined:
+            return False
+        return bool((np.frombuffer(self.joined, dtype=np.uint8)[self.starts] == _OPEN_CURLY).all())
+
+
 def too_deep(payloads: Sequence[bytes], limit: int, skip: int = 0,
-             setting: str = "value.converter.max.nesting.depth") -> dict[int, str]:
+             setting: str = "value.converter.max.nesting.depth", lengths: np.ndarray | None = None) -> dict[int, str]:
     """The positions of ``payloads`` nested deeper than ``limit``, each with the reason to report,
     which names ``setting``.
 
-    ``skip`` bytes at the start of each payload are not JSON (a Schema Registry header).
+    ``skip`` bytes at the start of each payload are not JSON (a Schema Registry header). ``lengths``,
+    the payloads' lengths if known already.
     """
+    if lengths is None:
+        lengths = np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
     found: dict[int, str] = {}
-    for i, payload in enumerate(payloads):
-        if len(payload) - skip <= limit:
-            continue  # cannot hold more brackets than bytes
+    # A payload no longer than the limit cannot hold more brackets than bytes.
+    for i in np.flatnonzero(lengths - skip > limit).tolist():
+        payload = payloads[i]
         if payload.count(b"[", skip) + payload.count(b"{", skip) <= limit:
             continue
         depth = nesting_depth(memoryview(payload)[skip:], stop_above=limit)
@@ -119,22 +144,22 @@ def _trailing_backslashes(window: np.ndarray, carried: int) -> int:
     return len(window) - 1 - int(not_slash[-1])
 
 
-def not_utf8(payloads: Sequence[bytes]) -> dict[int, str]:
+def not_utf8(payloads: Sequence[bytes], lines: Lines | None = None) -> dict[int, str]:
     """The positions of ``payloads`` that are not UTF-8, each with its reason.
 
     JSON text is UTF-8, and Jackson refuses anything else; Arrow's JSON reader does not check
     string values, and a key that is not UTF-8 breaks every later use of its column's name. The
-    whole batch is checked at once (Arrow's validation, on the joined bytes); only a batch that
-    fails is looked at value by value.
+    whole batch is checked at once (Arrow's validation, on the joined bytes: ``lines`` if they were
+    joined already, each payload then read with the newline after it, which is UTF-8 whatever comes
+    before); only a batch that fails is looked at value by value.
     """
     if not payloads:
         return {}
-    joined = b"".join(payloads)
-    lengths = np.fromiter((len(p) for p in payloads), dtype=np.int64, count=len(payloads))
-    offsets = np.zeros(len(payloads) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    if lines is None:
+        lines = Lines(payloads)
+    offsets = np.append(lines.starts, len(lines.joined))
     strings = pa.Array.from_buffers(pa.large_string(), len(payloads),
-                                    [None, pa.py_buffer(offsets), pa.py_buffer(joined)])
+                                    [None, pa.py_buffer(offsets), pa.py_buffer(lines.joined)])
     try:
         strings.validate(full=True)
         return {}

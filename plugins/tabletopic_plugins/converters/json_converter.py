@@ -21,7 +21,7 @@ import pyarrow.json as pj
 
 from tabletopic.config.input_limits import nesting_limit, setting_name
 from tabletopic.convert.converter import Converted, ConvertResult, Failure, guarded, tabulate_isolating
-from tabletopic.convert.input_guard import not_utf8, too_deep
+from tabletopic.convert.input_guard import Lines, not_utf8, too_deep
 from tabletopic_plugins.converters.connect_schema import (
     TIMESTAMP_TYPE,
     Node,
@@ -50,10 +50,17 @@ class JsonConverter:
         self._depth_setting = setting_name(is_key)
 
     def convert(self, topic: str, data: Sequence[bytes]) -> ConvertResult:
+        lines = Lines(data)
         # Before Arrow's reader sees anything: it recurses on the C stack (see input_guard.py).
-        convert = self._convert_enveloped if self.schemas_enable else _convert_schemaless
-        return guarded(data, {**not_utf8(data), **too_deep(data, self.max_depth, setting=self._depth_setting)},
-                       convert)
+        rejected = {**not_utf8(data, lines), **too_deep(data, self.max_depth, setting=self._depth_setting,
+                                                       lengths=lines.lengths)}
+        if not self.schemas_enable:
+            if not rejected and lines.one_line_objects():
+                read = _read_lines(lines)
+                if read is not None:
+                    return read
+            return guarded(data, rejected, _convert_schemaless)
+        return guarded(data, rejected, self._convert_enveloped)
 
     # -- schemas.enable=true ------------------------------------------------------------------
     def _convert_enveloped(self, data: Sequence[bytes]) -> ConvertResult:
@@ -242,6 +249,16 @@ def _convert_schemaless(data: Sequence[bytes]) -> ConvertResult:
     return result
 
 
+def _read_lines(lines: Lines) -> ConvertResult | None:
+    """A batch of one-line objects read by Arrow's reader at once, from the bytes already joined; None
+    if the reader refuses, for the value-by-value path to find out which value it refused."""
+    try:
+        table = _read_joined(lines.joined, lines.count)
+    except (_Mangled, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return ConvertResult.single(_promote_timestamps(table), np.arange(lines.count, dtype=np.int64))
+
+
 def _one_line_object(value: bytes) -> bool:
     """What Arrow's reader may be given: an object on one line. A newline would cut a value in two, and
     a buffer holding only non-objects (nulls) crashes the reader."""
@@ -319,12 +336,15 @@ def _promote_timestamps(table: pa.Table) -> pa.Table:
 
 
 def _read(payloads: list[bytes], schema: pa.Schema | None) -> pa.Table:
-    buffer = b"\n".join(payloads)
+    return _read_joined(b"\n".join(payloads), len(payloads), schema)
+
+
+def _read_joined(buffer: bytes, count: int, schema: pa.Schema | None = None) -> pa.Table:
     parse = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore") if schema is not None \
         else pj.ParseOptions(newlines_in_values=False)
     table = pj.read_json(io.BytesIO(buffer), read_options=_READ, parse_options=parse)
-    if table.num_rows != len(payloads):
-        raise pa.ArrowInvalid(f"expected {len(payloads)} JSON objects, read {table.num_rows}")
+    if table.num_rows != count:
+        raise pa.ArrowInvalid(f"expected {count} JSON objects, read {table.num_rows}")
     try:
         table.validate()  # structure only: tens of microseconds a table
     except pa.ArrowInvalid as exc:
