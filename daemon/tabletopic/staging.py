@@ -35,6 +35,11 @@ class Staged:
 
 
 def payload_sizes(payloads: list[bytes | None]) -> np.ndarray:
+    nulls = payloads.count(None)
+    if not nulls:  # the usual batch: lengths taken without a Python step per payload
+        return np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))  # type: ignore[arg-type]
+    if nulls == len(payloads):  # keys, most often
+        return np.zeros(len(payloads), dtype=np.int64)
     return np.fromiter((len(p) if p is not None else 0 for p in payloads), dtype=np.int64, count=len(payloads))
 
 
@@ -91,14 +96,18 @@ class Staging:
         are not converted. The positions of the tombstones (null values, and values the converter reads
         as null) go into ``tombstones``."""
         refused = {f.index for f in failures}
-        present: list[int] = []
-        for i, value in enumerate(raw.values):
-            if i not in refused:
-                (present if value is not None else tombstones).append(i)
+        present: list[int] | range
+        if not refused and None not in raw.values:  # the usual batch, passed on as it is
+            present, values = range(len(raw.values)), raw.values
+        else:
+            present = []
+            for i, value in enumerate(raw.values):
+                if i not in refused:
+                    (present if value is not None else tombstones).append(i)
+            values = [raw.values[i] for i in present]
         out: list[tuple[SinkRecords, bool]] = []
         if present:
-            result = convert_isolating(lambda values: self.value_converter.convert(raw.topic, values),
-                                       [raw.values[i] for i in present])
+            result = convert_isolating(lambda batch: self.value_converter.convert(raw.topic, batch), values)
             failures.extend(RecordFailure("convert", present[f.index], f.reason) for f in result.failures)
             tombstones += [present[i] for i in result.nulls]
             position = np.asarray(present, dtype=np.int64)
