@@ -85,7 +85,9 @@ WORKER_KEYS: dict[str, Key] = {k.name: k for k in (
     Key("consumer.heartbeat.interval.ms", KeyType.INT, 2_000, "Consumer group heartbeat interval.", minimum=100),
     Key("consumer.auto.offset.reset", KeyType.STRING, "earliest",
         "Where to start a partition that no table and no group offset knows.", allowed=("earliest", "latest")),
-    Key("consumer.max.poll.records", KeyType.INT, 2000, "Most records one fetch hands to the sink.", minimum=1),
+    Key("consumer.max.poll.records", KeyType.INT, 10_000,
+        "Most records one fetch hands to the sink. Each batch has fixed costs (a parser call, a routing "
+        "step, a buffer append per partition), so small batches cost CPU per record.", minimum=1),
     Key("task.shutdown.graceful.timeout.ms", KeyType.INT, 60_000,
         "How long a graceful shutdown may take to commit what is buffered.", minimum=1000),
     Key("offset.storage.file.filename", KeyType.STRING, None,
