@@ -284,6 +284,8 @@ def _timed(label: str, argv: list[str], cwd: Path, n: int, parse: Callable[[dict
     proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     trace = Trace(proc.pid)
     trace.start()
+    watchdog = threading.Timer(600, proc.kill)  # a run that hangs ends the bench with its log, not never
+    watchdog.start()
     assigned, cpu0, committed, tail, threads0 = None, (0.0, 0.0), 0, [], {}
     profiler: subprocess.Popen[bytes] | None = None
     try:
@@ -314,6 +316,7 @@ def _timed(label: str, argv: list[str], cwd: Path, n: int, parse: Callable[[dict
             profiler.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
             profiler.wait(timeout=60)
     finally:
+        watchdog.cancel()
         trace.stopped.set()
         proc.send_signal(signal.SIGTERM)
         try:
@@ -330,7 +333,7 @@ def _timed(label: str, argv: list[str], cwd: Path, n: int, parse: Callable[[dict
 
 
 def tabletopic_run(bootstrap: str, work: Path, name: str, n: int, interval_ms: int, topic: str = TOPIC,
-                   py_spy: str | None = None, jfr: str | None = None) -> Run:
+                   py_spy: str | None = None, jfr: str | None = None, extra: dict[str, str] | None = None) -> Run:
     """``tabletopic standalone worker.properties connector.properties``, as a user starts it."""
     run_dir = work / name
     run_dir.mkdir()
@@ -339,7 +342,7 @@ def tabletopic_run(bootstrap: str, work: Path, name: str, n: int, interval_ms: i
         "bootstrap.servers": bootstrap, "listeners": f"http://127.0.0.1:{free_port()}", "log.format": "json",
         "value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "false",
         **({"spark.driver.extraJavaOptions": f"-XX:StartFlightRecording=filename={jfr},settings=profile"}
-           if jfr else {})})
+           if jfr else {}), **(extra or {})})
     write_props(run_dir / "connector.properties", {
         "name": name, "topics": topic, "iceberg.tables": TABLE, "iceberg.tables.auto-create-enabled": "true",
         "iceberg.control.commit.interval-ms": str(interval_ms), "iceberg.catalog": "local",
@@ -384,7 +387,7 @@ def peer_run(bootstrap: str, work: Path, name: str, n: int, interval_ms: int) ->
     return _timed(f"pyiceberg pipeline ({name})",
                   [sys.executable, str(Path(__file__).with_name("pyiceberg_pipeline.py")), "--bootstrap", bootstrap,
                    "--topic", TOPIC, "--records", str(n), "--warehouse", str(run_dir / "warehouse"),
-                   "--interval-ms", str(interval_ms)], run_dir, n, parse, check)
+                   "--interval-ms", str(interval_ms), "--group", name], run_dir, n, parse, check)
 
 
 def exact_rows(location: str, n: int) -> int:
@@ -406,39 +409,45 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
         bootstrap = broker.bootstrap_servers
         nbytes = produce_fast(bootstrap, TOPIC, args.records)
         baseline = asyncio.run(aiokafka_alone(bootstrap, args.records))
-        ours, peers = [], []
+        ours: list[Run] = []
+        peers: list[Run] = []
+        extra = dict(kv.split("=", 1) for kv in args.worker)
         for i in range(args.runs):  # taken one after another, alternating, so drift hits both alike
-            peers.append(peer_run(bootstrap, work, f"peer-{i}", args.records, args.interval_ms))
+            if not args.no_peer:
+                peers.append(peer_run(bootstrap, work, f"peer-{i}", args.records, args.interval_ms))
             ours.append(tabletopic_run(bootstrap, work, f"bench-{i}", args.records, args.interval_ms,
-                                       py_spy=args.py_spy if i == 0 else None, jfr=args.jfr if i == 0 else None))
-            print(f"  run {i + 1}: tabletopic {ours[-1].seconds:.1f} s, peer {peers[-1].seconds:.1f} s", flush=True)
+                                       py_spy=args.py_spy if i == 0 else None, jfr=args.jfr if i == 0 else None,
+                                       extra=extra))
+            print(f"  run {i + 1}: tabletopic {ours[-1].seconds:.1f} s"
+                  + (f", peer {peers[-1].seconds:.1f} s" if peers else ""), flush=True)
         small = None
         if args.small:
             produce_fast(bootstrap, SMALL, args.small)
-            small = tabletopic_run(bootstrap, work, "cold", args.small, args.interval_ms, SMALL)
+            small = tabletopic_run(bootstrap, work, "cold", args.small, args.interval_ms, SMALL, extra=extra)
     mib = nbytes / (1 << 20)
+    per_m = 1e6 / args.records
     print(f"\n{args.records:,} JSON records, {mib:.1f} MiB of values ({nbytes / args.records:.0f} B each), "
           f"{PARTITIONS} partitions, commit interval {args.interval_ms} ms, {os.cpu_count()} cores, "
-          f"broker on the same cores\n")
+          f"broker on the same cores" + (f"; worker settings {extra}" if extra else "") + "\n")
     print(f"{'':34}{'seconds':>9}{'records/s':>11}{'MiB/s':>8}{'CPU-s':>8}{'Python':>8}{'JVM':>7}"
           f"{'µs CPU/rec':>12}{'peak RSS MiB':>14}")
     print(f"{'aiokafka alone, no writes':34}{baseline:>9.2f}{args.records / baseline:>11,.0f}{mib / baseline:>8.2f}")
-    for run in [x for pair in zip(peers, ours, strict=True) for x in pair]:
+    for run in [*peers, *ours]:
         cpu = run.python_cpu + run.jvm_cpu
         print(f"{run.label:34}{run.seconds:>9.2f}{args.records / run.seconds:>11,.0f}{mib / run.seconds:>8.2f}"
-              f"{cpu:>8.1f}{run.python_cpu:>8.1f}{run.jvm_cpu:>7.1f}{1e6 * cpu / args.records:>12.1f}"
-              f"{run.peak_rss:>14,.0f}")
-    us, peer = median(ours), median(peers)
-    us_cpu, peer_cpu = us.python_cpu + us.jvm_cpu, peer.python_cpu + peer.jvm_cpu
+              f"{cpu:>8.1f}{run.python_cpu:>8.1f}{run.jvm_cpu:>7.1f}{per_m * cpu:>12.1f}{run.peak_rss:>14,.0f}")
+    us = median(ours)
+    us_cpu = us.python_cpu + us.jvm_cpu
     print(f"\nmedians of {args.runs}: tabletopic {args.records / us.seconds:,.0f} records/s = "
-          f"{mib / us.seconds:.2f} MiB/s, "
-          f"{peer.seconds / us.seconds:.2f}x the pyiceberg pipeline ({args.records / peer.seconds:,.0f} records/s); "
-          f"CPU per record {1e6 * us_cpu / args.records:.1f} µs (Python {1e6 * us.python_cpu / args.records:.1f}, "
-          f"JVM {1e6 * us.jvm_cpu / args.records:.1f}) = {us_cpu / peer_cpu:.2f}x the pipeline's "
-          f"{1e6 * peer_cpu / args.records:.1f} µs")
-    print(f"CPU-seconds per million records: tabletopic {1e6 * us_cpu / args.records:.1f} "
-          f"(Python {1e6 * us.python_cpu / args.records:.1f}, JVM {1e6 * us.jvm_cpu / args.records:.1f}), "
-          f"pipeline {1e6 * peer_cpu / args.records:.1f}")
+          f"{mib / us.seconds:.2f} MiB/s; CPU-seconds per million records {per_m * us_cpu:.1f} "
+          f"(Python {per_m * us.python_cpu:.1f}, JVM {per_m * us.jvm_cpu:.1f})")
+    if peers:
+        peer = median(peers)
+        peer_cpu = peer.python_cpu + peer.jvm_cpu
+        print(f"the pyiceberg pipeline: {args.records / peer.seconds:,.0f} records/s = {mib / peer.seconds:.2f} MiB/s; "
+              f"CPU-seconds per million records {per_m * peer_cpu:.1f}")
+        print(f"tabletopic against it: {peer.seconds / us.seconds:.2f}x its rate, {us_cpu / peer_cpu:.2f}x its CPU "
+              f"per record")
     print(f"every run's rows exact: {all(r.rows == args.records for r in ours + peers)} "
           f"({args.records:,} ids, each once, in each table)")
     print("\nutilisation trace of the median tabletopic run (CPU %, 100 = one core):")
@@ -601,6 +610,9 @@ def main() -> None:
     parser.add_argument("--max-poll-records", type=int, default=10_000)
     parser.add_argument("--py-spy", help="profile the first tabletopic run's Python with py-spy (raw) into this file")
     parser.add_argument("--jfr", help="record the first tabletopic run's JVM with Java Flight Recorder into this file")
+    parser.add_argument("--worker", action="append", default=[], metavar="KEY=VALUE",
+                        help="a worker setting for the tabletopic runs (repeat): to try one's effect")
+    parser.add_argument("--no-peer", action="store_true", help="tabletopic alone (when trying settings)")
     parser.add_argument("--sustained", action="store_true", help="find the highest rate the sink keeps up with")
     parser.add_argument("--window-s", type=float, default=120.0)
     parser.add_argument("--start-rate", type=int, default=40_000)

@@ -37,13 +37,14 @@ def main() -> None:
     parser.add_argument("--records", type=int, required=True)
     parser.add_argument("--warehouse", required=True)
     parser.add_argument("--interval-ms", type=int, default=2000)
+    parser.add_argument("--group", default="peer", help="consumer group (a new one reads the topic from the start)")
     args = parser.parse_args()
     warehouse = Path(args.warehouse)
     warehouse.mkdir(parents=True, exist_ok=True)
     catalog = SqlCatalog("peer", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}")
     catalog.create_namespace_if_not_exists("bench")
     table = catalog.create_table_if_not_exists("bench.events", SCHEMA)
-    consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": "peer", "auto.offset.reset": "earliest",
+    consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": args.group, "auto.offset.reset": "earliest",
                          "enable.auto.commit": False, "fetch.max.bytes": 64 << 20,
                          "max.partition.fetch.bytes": 8 << 20})
     consumer.subscribe([args.topic], on_assign=lambda c, parts: say("assigned", partitions=len(parts)))
