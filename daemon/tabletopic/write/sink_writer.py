@@ -56,6 +56,7 @@ class SinkWriter:
         self._write_lock = asyncio.Lock()
         self._flushes: set[asyncio.Task[None]] = set()
         self._writing_bytes = 0  # rows drained into a write still running
+        self._in_flight: list[Drained] = []  # drained into a write still running: their floors may rise
         self._flush_error: BaseException | None = None
         self._resets = 0  # a write that began before a reset is dropped when it ends
 
@@ -205,10 +206,12 @@ class SinkWriter:
     async def _write(self, drained: Drained, resets: int) -> None:
         handle = self._tables.get(drained.table)
         self._writing_bytes += drained.nbytes
+        self._in_flight.append(drained)
         try:
             written = await asyncio.to_thread(self._writer.write, handle, drained)
         finally:
             self._writing_bytes -= drained.nbytes
+            self._in_flight.remove(drained)
         if resets != self._resets:
             # Everything uncommitted was dropped while these files were written (a rejected answer,
             # a revocation): their rows are read again, so the files must not reach an answer.
@@ -293,14 +296,16 @@ class SinkWriter:
         revocation gave the partition back, say) and must not be written again.
         """
         self.drop_below(self._ledger.committed(ends, recorded), "a commit already holds")
-        # Files written early since the answer was cut hold only rows past its ends: they were cut
-        # against the old floors, and are just as valid against the new ones.
-        for table, parts in self._pending.items():
+        # Files written early since the answer was cut, or being written now, hold only rows past its
+        # ends (a write drains under the lock the cut takes): they were cut against the old floors,
+        # and are just as valid against the new ones. A write still running when the commit lands
+        # was missed here once, and its answer, its floors mixed, was rejected and read again.
+        cut_before = [(t, p.floors) for t, parts in self._pending.items() for p in parts]
+        for table, floors in cut_before + [(d.table, d.floors) for d in self._in_flight]:
             now = recorded.get(table, {})
-            for part in parts:
-                for tp, end in ends.items():
-                    if now.get(tp) == end and part.floors.get(tp, -1) <= end:
-                        part.floors[tp] = end
+            for tp, end in ends.items():
+                if now.get(tp) == end and floors.get(tp, -1) <= end:
+                    floors[tp] = end
 
     def reset(self) -> None:
         """Drop everything not committed (after a failed or fenced commit).

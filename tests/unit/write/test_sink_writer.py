@@ -1,0 +1,113 @@
+"""The sink writer's answers: which floors its files were cut against, as commits land around writes."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from tabletopic.buffer.partition_ledger import PartitionLedger
+from tabletopic.buffer.table_buffer import Drained
+from tabletopic.convert.records import SinkRecords
+from tabletopic.topic_partition import TopicPartition
+from tabletopic.write.file_writer import WrittenFiles
+from tabletopic.write.iceberg_tables import TableHandle
+from tabletopic.write.sink_writer import SinkWriter
+from tabletopic.write.write_result import TableFiles
+from tests.unit.fakes import TP0, metrics, run
+
+TABLE = "db.t"
+SCHEMA = pa.schema([("id", pa.int64())])
+
+
+class _Tables:
+    def get(self, name: str, schema: pa.Schema | None = None) -> TableHandle:
+        return TableHandle(name, None, SCHEMA, 0, None)
+
+    def known(self) -> set[str]:
+        return {TABLE}
+
+
+class _Files:
+    """Writes nothing; each write waits for ``release`` when ``hold`` is set, to let a commit land meanwhile."""
+
+    def __init__(self) -> None:
+        self.hold, self.release, self.started = False, threading.Event(), threading.Event()
+
+    def write(self, handle: TableHandle, drained: Drained) -> WrittenFiles:
+        self.started.set()
+        if self.hold:
+            self.release.wait(10)
+        return WrittenFiles(drained.table, None, 1, drained.records, drained.max_timestamp_ms, 0.0,
+                            floors=drained.floors)
+
+
+class _Writer(SinkWriter):
+    def _encode(self, table: str, parts: list[WrittenFiles]) -> TableFiles:
+        return TableFiles([{"file-path": f"f{i}"} for i in range(len(parts))], sum(p.records for p in parts), None, 0)
+
+
+def _rows(tp: TopicPartition, first: int, end: int) -> SinkRecords:
+    offsets = np.arange(first, end, dtype=np.int64)
+    return SinkRecords(tp[0], tp[1], pa.table({"id": pa.array(offsets)}), offsets, offsets, offsets - first)
+
+
+def _sink(recorded: dict[str, dict[TopicPartition, int]], files: _Files) -> tuple[_Writer, PartitionLedger]:
+    ledger = PartitionLedger(lambda table: recorded.get(table, {}))
+    writer = _Writer(_Tables(), files, metrics(), flush_bytes=1024, case_insensitive=False,  # type: ignore[arg-type]
+                     ledger=ledger)
+    return writer, ledger
+
+
+def _take(writer: _Writer, ledger: PartitionLedger, first: int, end: int) -> None:
+    writer.buffer(TABLE, [_rows(TP0, first, end)])
+    ledger.accept(TP0, first, end)
+
+
+def test_a_write_under_way_when_a_commit_lands_is_cut_against_the_new_floors() -> None:
+    """An early write that began after an answer was cut, and ended after that answer committed, holds
+    only rows past it: the next answer names the commit's floors, not a mix of old and new."""
+    recorded: dict[str, dict[TopicPartition, int]] = {TABLE: {}}
+    files = _Files()
+    writer, ledger = _sink(recorded, files)
+
+    async def scenario() -> Any:
+        _take(writer, ledger, 0, 100)
+        first = await writer.complete_write()
+        assert first.written_floors[TABLE] == {}
+        files.hold = True
+        _take(writer, ledger, 100, 1000)  # over flush-bytes: written early
+        writer.maybe_flush()
+        await asyncio.to_thread(files.started.wait, 10)
+        recorded[TABLE] = {TP0: 100}  # the first answer lands while that write runs
+        writer.committed({TP0: 100}, {TABLE: {TP0: 100}})
+        files.release.set()
+        await writer.wait_for_flushes()
+        _take(writer, ledger, 1000, 1100)  # buffered after the commit: cut against its floors
+        return await writer.complete_write()
+
+    second = run(scenario())
+    assert second.written_floors[TABLE] == {TP0: 100}
+    assert second.written[TABLE].records == 1000 and second.positions == {TP0: 1100}
+
+
+def test_files_cut_against_floors_a_commit_did_not_reach_stay_apart() -> None:
+    """The rule raises a floor only to what the table now records: a commit that left another table's
+    partition where it was leaves that table's files as they were cut."""
+    recorded: dict[str, dict[TopicPartition, int]] = {TABLE: {TP0: 50}}
+    files = _Files()
+    writer, ledger = _sink(recorded, files)
+
+    async def scenario() -> Any:
+        ledger.seek(TP0, 50)
+        _take(writer, ledger, 50, 1000)
+        writer.maybe_flush()
+        await writer.wait_for_flushes()
+        writer.committed({TP0: 40}, {TABLE: {TP0: 50}})  # not this table's record: nothing to raise
+        return await writer.complete_write()
+
+    result = run(scenario())
+    assert result.written_floors[TABLE] == {TP0: 50}
