@@ -287,10 +287,12 @@ def _timed(label: str, argv: list[str], cwd: Path, n: int, parse: Callable[[dict
     watchdog = threading.Timer(600, proc.kill)  # a run that hangs ends the bench with its log, not never
     watchdog.start()
     assigned, cpu0, committed, tail, threads0 = None, (0.0, 0.0), 0, [], {}
+    log = open(cwd / "output.log", "wb")  # noqa: SIM115 - closed below
     profiler: subprocess.Popen[bytes] | None = None
     try:
         assert proc.stdout is not None
         for raw in proc.stdout:
+            log.write(raw)
             tail = [*tail[-39:], raw]
             try:
                 event = json.loads(raw)
@@ -316,6 +318,7 @@ def _timed(label: str, argv: list[str], cwd: Path, n: int, parse: Callable[[dict
             profiler.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
             profiler.wait(timeout=60)
     finally:
+        log.close()
         watchdog.cancel()
         trace.stopped.set()
         proc.send_signal(signal.SIGTERM)
@@ -612,6 +615,7 @@ def main() -> None:
     parser.add_argument("--jfr", help="record the first tabletopic run's JVM with Java Flight Recorder into this file")
     parser.add_argument("--worker", action="append", default=[], metavar="KEY=VALUE",
                         help="a worker setting for the tabletopic runs (repeat): to try one's effect")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (each run's output.log)")
     parser.add_argument("--no-peer", action="store_true", help="tabletopic alone (when trying settings)")
     parser.add_argument("--sustained", action="store_true", help="find the highest rate the sink keeps up with")
     parser.add_argument("--window-s", type=float, default=120.0)
@@ -626,7 +630,10 @@ def main() -> None:
         else:
             backlog(args, work)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
