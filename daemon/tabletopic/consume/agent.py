@@ -306,6 +306,7 @@ class FaustConsumer:
         if offsets:
             await commit_offsets(self.app, offsets)
 
+
 # Record fields read without a Python step per record (map over C getters, not a comprehension).
 _OFFSET, _TIMESTAMP, _KEY, _VALUE, _HEADERS = (attrgetter(name) for name in
                                                ("offset", "timestamp", "key", "value", "headers"))

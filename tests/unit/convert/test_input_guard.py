@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tabletopic.config.input_limits import nesting_limit
-from tabletopic.convert.input_guard import nesting_depth, not_utf8, too_deep
+from tabletopic.convert.input_guard import Lines, nesting_depth, not_utf8, too_deep
 
 
 def reference_depth(text: bytes) -> int:
@@ -104,3 +104,28 @@ def test_a_batch_reports_exactly_the_values_past_the_limit(shapes: list[tuple[in
     batch = [b"h" * skip + b"[" * depth + b'"' + b"{" * pad + b'"' + b"]" * depth for depth, pad in shapes]
     expected = {i for i, (depth, _) in enumerate(shapes) if depth > limit}
     assert set(too_deep(batch, limit, skip=skip)) == expected
+
+
+@given(st.lists(st.binary(max_size=12) | st.sampled_from([b"{}", b'{"a":1}', b"{\n}", b" {}", b"{\r}", b"", b"null"]),
+                min_size=1, max_size=8))
+def test_one_line_objects_holds_exactly_when_every_value_is_an_object_on_one_line(values: list[bytes]) -> None:
+    """Arrow's reader gets the joined buffer only when each value starts with ``{`` and holds no line break:
+    the same rule as the value-by-value path, decided without a Python step per value."""
+    lines = Lines(values)
+    assert lines.joined.split(b"\n") == values or any(b"\n" in v for v in values)
+    expected = all(v[:1] == b"{" and b"\n" not in v and b"\r" not in v for v in values)
+    assert lines.one_line_objects() == expected
+
+
+@given(st.lists(st.binary(max_size=16), min_size=1, max_size=10))
+def test_utf8_from_joined_lines_matches_value_by_value(values: list[bytes]) -> None:
+    found = not_utf8(values, Lines(values))
+    assert set(found) == {i for i, v in enumerate(values) if not _utf8(v)}
+
+
+def _utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
