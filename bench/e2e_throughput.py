@@ -40,6 +40,7 @@ import os
 import random
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -66,7 +67,81 @@ def record(i: int, rng: random.Random) -> bytes:
     }, separators=(",", ":")).encode()
 
 
-def produce_fast(bootstrap: str, topic: str, n: int) -> int:
+# The same clickstream in the registry's formats, for the converters' end-to-end figures.
+AVRO_SCHEMA = {"type": "record", "name": "Click", "namespace": "bench", "fields": [
+    {"name": "id", "type": "long"}, {"name": "user", "type": "string"}, {"name": "action", "type": "string"},
+    {"name": "amount", "type": "double"}, {"name": "country", "type": "string"},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}}, {"name": "session", "type": "string"},
+]}
+PROTO = """syntax = "proto3";
+package bench;
+import "google/protobuf/timestamp.proto";
+message Click {
+  int64 id = 1; string user = 2; string action = 3; double amount = 4; string country = 5;
+  google.protobuf.Timestamp ts = 6; string session = 7;
+}
+"""
+CONVERTERS = {"json": "org.apache.kafka.connect.json.JsonConverter",
+              "avro": "io.confluent.connect.avro.AvroConverter",
+              "protobuf": "io.confluent.connect.protobuf.ProtobufConverter"}
+
+
+def encoder(fmt: str, bootstrap: str) -> Callable[[int, random.Random], bytes]:
+    """Each record of the clickstream in ``fmt``: registered in the Schema Registry on the broker's
+    ``_schemas`` topic (which the daemon's built-in registry serves) and framed in its wire format."""
+    if fmt == "json":
+        return record
+    import io
+    import struct
+    import urllib.request
+
+    from tabletopic.kafka_clients import KafkaClients
+    from tabletopic.registry.service import SchemaRegistryService
+
+    registry = SchemaRegistryService("http://127.0.0.1:0", KafkaClients([bootstrap], {}), "_schemas", "BACKWARD")
+    registry.start()
+    try:
+        body = {"schema": json.dumps(AVRO_SCHEMA)} if fmt == "avro" else {"schema": PROTO, "schemaType": "PROTOBUF"}
+        request = urllib.request.Request(f"{registry.url}/subjects/{TOPIC}-value/versions", method="POST",
+                                         data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            schema_id = int(json.loads(response.read())["id"])
+    finally:
+        registry.stop()
+    header = b"\x00" + struct.pack(">I", schema_id)
+
+    def fields(i: int, rng: random.Random) -> dict[str, Any]:
+        doc = json.loads(record(i, rng))
+        doc["ts"] = 1_790_000_000_000 + (i % 28) * 86_400_000 + (i % 24) * 3_600_000
+        return doc
+
+    if fmt == "avro":
+        import fastavro
+        parsed = fastavro.parse_schema(AVRO_SCHEMA)
+
+        def avro(i: int, rng: random.Random) -> bytes:
+            out = io.BytesIO()
+            out.write(header)
+            fastavro.schemaless_writer(out, parsed, fields(i, rng))
+            return out.getvalue()
+        return avro
+    from google.protobuf import message_factory
+
+    from tabletopic.registry.protobuf_schema import parse
+    click = message_factory.GetMessageClass(parse(PROTO, []).pool().FindMessageTypeByName("bench.Click"))
+
+    def protobuf(i: int, rng: random.Random) -> bytes:
+        doc = fields(i, rng)
+        ts = doc.pop("ts")
+        message = click(**doc)
+        message.ts.seconds = ts // 1000
+        return header + b"\x00" + message.SerializeToString()  # message index [0]
+    return protobuf
+
+
+def produce_fast(bootstrap: str, topic: str, n: int,
+                 encode: Callable[[int, random.Random], bytes] = record) -> int:
     """``n`` records with librdkafka (a Python producer would take minutes for 2M); returns their bytes."""
     from confluent_kafka import Producer
 
@@ -76,7 +151,7 @@ def produce_fast(bootstrap: str, topic: str, n: int) -> int:
                          "queue.buffering.max.messages": 1_000_000, "acks": "all"})
     total = 0
     for i in range(n):
-        value = record(i, rng)
+        value = encode(i, rng)
         total += len(value)
         while True:
             try:
@@ -271,7 +346,8 @@ def _timed(label: str, argv: list[str], cwd: Path, n: int, parse: Callable[[dict
 
 
 def tabletopic_run(bootstrap: str, work: Path, name: str, n: int, interval_ms: int, topic: str = TOPIC,
-                   py_spy: str | None = None, jfr: str | None = None, extra: dict[str, str] | None = None) -> Run:
+                   py_spy: str | None = None, jfr: str | None = None, extra: dict[str, str] | None = None,
+                   registry: bool = False) -> Run:
     """``tabletopic standalone worker.properties connector.properties``, as a user starts it."""
     run_dir = work / name
     run_dir.mkdir()
@@ -279,6 +355,7 @@ def tabletopic_run(bootstrap: str, work: Path, name: str, n: int, interval_ms: i
     write_props(run_dir / "worker.properties", {
         "bootstrap.servers": bootstrap, "listeners": f"http://127.0.0.1:{free_port()}", "log.format": "json",
         "value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "false",
+        **({"schema.registry.listeners": f"http://127.0.0.1:{free_port()}"} if registry else {}),
         **({"spark.driver.extraJavaOptions": f"-XX:StartFlightRecording=filename={jfr},settings=profile"}
            if jfr else {}), **(extra or {})})
     write_props(run_dir / "connector.properties", {
@@ -345,28 +422,30 @@ def median(runs: list[Run]) -> Run:
 def backlog(args: argparse.Namespace, work: Path) -> None:
     with EmbeddedBroker(log_path=work / "broker.log") as broker:
         bootstrap = broker.bootstrap_servers
-        nbytes = produce_fast(bootstrap, TOPIC, args.records)
+        encode = encoder(args.format, bootstrap)
+        nbytes = produce_fast(bootstrap, TOPIC, args.records, encode)
         baseline = asyncio.run(aiokafka_alone(bootstrap, args.records))
         ours: list[Run] = []
         peers: list[Run] = []
-        extra = dict(kv.split("=", 1) for kv in args.worker)
+        extra = {"value.converter": CONVERTERS[args.format], **dict(kv.split("=", 1) for kv in args.worker)}
         for i in range(args.runs):  # taken one after another, alternating, so drift hits both alike
             if not args.no_peer:
                 peers.append(peer_run(bootstrap, work, f"peer-{i}", args.records, args.interval_ms))
             ours.append(tabletopic_run(bootstrap, work, f"bench-{i}", args.records, args.interval_ms,
                                        py_spy=args.py_spy if i == 0 else None, jfr=args.jfr if i == 0 else None,
-                                       extra=extra))
+                                       extra=extra, registry=args.format != "json"))
             print(f"  run {i + 1}: tabletopic {ours[-1].seconds:.1f} s"
                   + (f", peer {peers[-1].seconds:.1f} s" if peers else ""), flush=True)
         small = None
         if args.small:
-            produce_fast(bootstrap, SMALL, args.small)
-            small = tabletopic_run(bootstrap, work, "cold", args.small, args.interval_ms, SMALL, extra=extra)
+            produce_fast(bootstrap, SMALL, args.small, encode)  # decoded by the schema id each record carries
+            small = tabletopic_run(bootstrap, work, "cold", args.small, args.interval_ms, SMALL, extra=extra,
+                                   registry=args.format != "json")
     mib = nbytes / (1 << 20)
     per_m = 1e6 / args.records
-    print(f"\n{args.records:,} JSON records, {mib:.1f} MiB of values ({nbytes / args.records:.0f} B each), "
+    print(f"\n{args.records:,} {args.format} records, {mib:.1f} MiB of values ({nbytes / args.records:.0f} B each), "
           f"{PARTITIONS} partitions, commit interval {args.interval_ms} ms, {os.cpu_count()} cores, "
-          f"broker on the same cores" + (f"; worker settings {extra}" if extra else "") + "\n")
+          f"broker on the same cores" + (f"; worker settings {args.worker}" if args.worker else "") + "\n")
     print(f"{'':34}{'seconds':>9}{'records/s':>11}{'MiB/s':>8}{'CPU-s':>8}{'Python':>8}{'JVM':>7}"
           f"{'µs CPU/rec':>12}{'peak RSS MiB':>14}")
     print(f"{'aiokafka alone, no writes':34}{baseline:>9.2f}{args.records / baseline:>11,.0f}{mib / baseline:>8.2f}")
@@ -489,12 +568,14 @@ def _hold(bootstrap: str, work: Path, rate: int, window_s: float, interval_ms: i
         since = time.monotonic() + warmup_s
         producer.start()
         lags: list[tuple[float, int]] = []
-        peak_rss = 0.0
+        peak_rss = peak_python = 0.0
         while producer.is_alive():
             time.sleep(1)
             if time.monotonic() >= since:
                 lags.append((time.monotonic() - since, sent.value - output.committed()))
             peak_rss = max(peak_rss, tree_rss_mib(proc.pid))
+            with contextlib.suppress(OSError):
+                peak_python = max(peak_python, rss_mib(proc.pid))
         producer.join()
         total = sent.value
         # What was produced in the window lands within a few intervals once the producer stops.
@@ -514,13 +595,17 @@ def _hold(bootstrap: str, work: Path, rate: int, window_s: float, interval_ms: i
     # through the whole window without growing, and everything produced landed.
     achieved = total / (warmup_s + window_s)
     bound = rate * 3 * interval_ms / 1000
+    # Lag rises and falls with each round, so growth is judged on the halves' means, not on one sample.
     window = [lag for _, lag in lags]
-    bounded = achieved >= 0.95 * rate and bool(window) and max(window) <= bound and landed >= total and \
-        window[-1] <= max(window[: max(1, len(window) // 2)]) + rate
+    halves = (window[: len(window) // 2], window[len(window) // 2:])
+    bounded = achieved >= 0.95 * rate and all(halves) and max(window) <= bound and landed >= total and \
+        statistics.mean(halves[1]) <= statistics.mean(halves[0]) + rate
     p = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] if latencies else float("nan")  # noqa: E731
+    (run_dir / "lag.json").write_text(json.dumps(lags))
     return {"rate": rate, "achieved": achieved, "bounded": bounded, "landed": landed, "sent": total,
             "max_lag": max((lag for _, lag in lags), default=0), "bound": bound,
-            "p50": p(0.5), "p99": p(0.99), "commits": len(latencies), "rss_mib": peak_rss}
+            "p50": p(0.5), "p99": p(0.99), "commits": len(latencies), "rss_mib": peak_rss,
+            "python_rss_mib": peak_python}
 
 
 def sustained(args: argparse.Namespace, work: Path) -> None:
@@ -536,7 +621,7 @@ def sustained(args: argparse.Namespace, work: Path) -> None:
                   f"{'bounded' if result['bounded'] else 'NOT bounded'}, max lag "
                   f"{result['max_lag']:,.0f} (bound {result['bound']:,.0f}), {result['landed']:,} of "
                   f"{result['sent']:,} landed, commit p50 {result['p50']:.2f} s, p99 {result['p99']:.2f} s, "
-                  f"peak RSS {result['rss_mib']:,.0f} MiB", flush=True)
+                  f"peak RSS {result['rss_mib']:,.0f} MiB (Python alone {result['python_rss_mib']:,.0f})", flush=True)
             if result["bounded"]:
                 low = rate
                 rate = int(rate * 1.25) if high is None else (rate + high) // 2
@@ -571,6 +656,8 @@ def main() -> None:
     parser.add_argument("--jfr", help="record the first tabletopic run's JVM with Java Flight Recorder into this file")
     parser.add_argument("--worker", action="append", default=[], metavar="KEY=VALUE",
                         help="a worker setting for the tabletopic runs (repeat): to try one's effect")
+    parser.add_argument("--format", choices=sorted(CONVERTERS), default="json",
+                        help="the records' format (avro and protobuf through the daemon's built-in registry)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (each run's output.log)")
     parser.add_argument("--no-peer", action="store_true", help="tabletopic alone (when trying settings)")
     parser.add_argument("--sustained", action="store_true", help="find the highest rate the sink keeps up with")

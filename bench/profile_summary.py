@@ -28,6 +28,9 @@ PHASES: list[tuple[str, tuple[str, ...]]] = [
     ("garbage collection", ("<gc>",)),
 ]
 OTHER = "event loop, Faust and the rest"
+# Where threads wait: selectors, py4j's finalizer, the JVM log relay, an idle pool worker, a thread's bare frame.
+IDLE = re.compile(r"select \(selectors\.py|FinalizerWorker\.run|relay_lines\.<locals>\.pump|"
+                  r"_worker \(concurrent/futures/thread\.py:81\)|^thread \(\d+\)$")
 
 
 def phase_of(stack: str) -> str:
@@ -45,8 +48,8 @@ def summarise(path: str) -> tuple[collections.Counter[str], int]:
         if not n.isdigit():
             continue
         frames = stack.split(";")
-        # py-spy's raw lines start with the thread; a thread idle in its selector is not work.
-        if frames and re.search(r"select \(selectors\.py", frames[-1]):
+        # A thread blocked in a call py-spy does not know as idle is not work either.
+        if frames and IDLE.search(frames[-1]):
             continue
         counts[phase_of(stack)] += int(n)
         total += int(n)
