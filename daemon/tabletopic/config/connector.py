@@ -99,6 +99,7 @@ class ConnectorConfig:
     errors_log_include_messages: bool
     max_value_bytes: int
     buffer_flush_bytes: int
+    write_parallelism: int
     buffer_max_bytes: int
     offsets_refresh_rounds: int
     maintenance: MaintenanceSettings
@@ -307,6 +308,7 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
         errors_log_include_messages=values["errors.log.include.messages"],
         max_value_bytes=values["tabletopic.input.max-value-bytes"],
         buffer_flush_bytes=values["tabletopic.buffer.flush-bytes"],
+        write_parallelism=values["tabletopic.write.parallelism"],
         buffer_max_bytes=values["tabletopic.buffer.max-bytes"],
         offsets_refresh_rounds=values["tabletopic.offsets.refresh-rounds"],
         maintenance=settings_from(values),

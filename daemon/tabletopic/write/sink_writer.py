@@ -43,7 +43,7 @@ _EVOLVE_ATTEMPTS = 5
 class SinkWriter:
     def __init__(self, tables: IcebergTables, writer: FileWriter, metrics: SinkMetrics,
                  flush_bytes: int, case_insensitive: bool, ledger: PartitionLedger,
-                 evolve_schema: bool = False) -> None:
+                 evolve_schema: bool = False, parallelism: int = 1) -> None:
         self._tables = tables
         self._writer = writer
         self._metrics = metrics
@@ -51,6 +51,7 @@ class SinkWriter:
         self._case_insensitive = case_insensitive
         self._ledger = ledger
         self._evolve_schema = evolve_schema
+        self._parallelism = parallelism
         self.buffers: dict[str, TableBuffer] = {}
         self._pending: dict[str, list[WrittenFiles]] = {}
         self._write_lock = asyncio.Lock()
@@ -237,8 +238,7 @@ class SinkWriter:
             positions, starts = self._ledger.cut()
             cut_at = {name: dict(self._ledger.floors(name)) for name in self.buffers}
             drained = [d for d in (b.drain(cut_at[n]) for n, b in self.buffers.items()) if d is not None]
-            for item in drained:
-                await self._write(item, resets)
+            await self._write_all(drained, resets)
             if resets != self._resets:
                 # Dropped while writing (a revocation): claim nothing, the rows are read again.
                 return WriteResult({}, {}, {}, {}, {})
@@ -250,6 +250,20 @@ class SinkWriter:
                 written_floors[table] = dict(parts[0].floors) if same else None
             self._pending = {}
             return WriteResult(positions, starts, cut_at, written, written_floors)
+
+    async def _write_all(self, drained: list[Drained], resets: int) -> None:
+        """Each table's rows, up to ``parallelism`` Spark jobs at once. All of them end before this does;
+        then the first failure, if any, is raised."""
+        limit = asyncio.Semaphore(self._parallelism)
+
+        async def write(item: Drained) -> None:
+            async with limit:
+                await self._write(item, resets)
+
+        outcomes = await asyncio.gather(*(write(item) for item in drained), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
 
     def _encode(self, table: str, parts: list[WrittenFiles]) -> TableFiles:
         """Files as Iceberg's content-file JSON, the form they cross the control topic in."""

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from tabletopic.buffer.partition_ledger import PartitionLedger
 from tabletopic.buffer.table_buffer import Drained
@@ -45,6 +46,21 @@ class _Files:
                             floors=drained.floors)
 
 
+class _Barrier:
+    """Each write waits until ``parties`` writes run at once (or fails at once if ``fail`` names its table)."""
+
+    def __init__(self, parties: int, fail: str | None = None) -> None:
+        self.barrier, self.fail, self.ended = threading.Barrier(parties, timeout=10), fail, []
+
+    def write(self, handle: TableHandle, drained: Drained) -> WrittenFiles:
+        if drained.table == self.fail:
+            raise RuntimeError(f"the JVM refused {drained.table}")
+        self.barrier.wait()  # raises BrokenBarrierError unless every write runs at once
+        self.ended.append(drained.table)
+        return WrittenFiles(drained.table, None, 1, drained.records, drained.max_timestamp_ms, 0.0,
+                            floors=drained.floors)
+
+
 class _Writer(SinkWriter):
     def _encode(self, table: str, parts: list[WrittenFiles]) -> TableFiles:
         return TableFiles([{"file-path": f"f{i}"} for i in range(len(parts))], sum(p.records for p in parts), None, 0)
@@ -55,10 +71,11 @@ def _rows(tp: TopicPartition, first: int, end: int) -> SinkRecords:
     return SinkRecords(tp[0], tp[1], pa.table({"id": pa.array(offsets)}), offsets, offsets, offsets - first)
 
 
-def _sink(recorded: dict[str, dict[TopicPartition, int]], files: _Files) -> tuple[_Writer, PartitionLedger]:
+def _sink(recorded: dict[str, dict[TopicPartition, int]], files: _Files | _Barrier,
+          parallelism: int = 1) -> tuple[_Writer, PartitionLedger]:
     ledger = PartitionLedger(lambda table: recorded.get(table, {}))
     writer = _Writer(_Tables(), files, metrics(), flush_bytes=1024, case_insensitive=False,  # type: ignore[arg-type]
-                     ledger=ledger)
+                     ledger=ledger, parallelism=parallelism)
     return writer, ledger
 
 
@@ -111,3 +128,34 @@ def test_files_cut_against_floors_a_commit_did_not_reach_stay_apart() -> None:
 
     result = run(scenario())
     assert result.written_floors[TABLE] == {TP0: 50}
+
+
+def test_a_round_writes_its_tables_at_once_up_to_the_parallelism() -> None:
+    """Three tables, three writes at once: each write waits at a barrier only all three together pass."""
+    files = _Barrier(3)
+    writer, ledger = _sink({}, files, parallelism=3)
+
+    async def scenario() -> Any:
+        for i, table in enumerate(("db.a", "db.b", "db.c")):
+            writer.buffer(table, [_rows(("t", i), 0, 10)])
+            ledger.accept(("t", i), 0, 10)
+        return await writer.complete_write()
+
+    result = run(scenario())
+    assert sorted(result.written) == ["db.a", "db.b", "db.c"] and sorted(files.ended) == sorted(result.written)
+
+
+def test_a_failed_write_fails_the_answer_after_the_others_end() -> None:
+    """No write is left running unwatched: the answer fails once every write has ended."""
+    files = _Barrier(2, fail="db.b")
+    writer, ledger = _sink({}, files, parallelism=3)
+
+    async def scenario() -> None:
+        for i, table in enumerate(("db.a", "db.b", "db.c")):
+            writer.buffer(table, [_rows(("t", i), 0, 10)])
+            ledger.accept(("t", i), 0, 10)
+        await writer.complete_write()
+
+    with pytest.raises(RuntimeError, match=r"refused db\.b"):
+        run(scenario())
+    assert sorted(files.ended) == ["db.a", "db.c"]
