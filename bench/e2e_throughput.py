@@ -46,13 +46,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from aiokafka import AIOKafkaConsumer
 
-from tabletopic.demo.broker import EmbeddedBroker, create_topic, free_port
+from tabletopic.demo.broker import EmbeddedBroker, create_topic, free_port, stop_process
 from tabletopic.demo.lake_servers import duckdb_offline
 from tabletopic.observe.logging_setup import configure_logging
 
@@ -286,6 +286,18 @@ class Run:
         self.threads: dict[str, float] = {}
 
 
+def json_events(lines: Iterable[bytes], log: BinaryIO) -> Iterator[dict[str, Any]]:
+    """Each JSON object a daemon logs, as it comes; every line of its output is copied to ``log``."""
+    for raw in lines:
+        log.write(raw)
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            yield event
+
+
 def _timed(label: str, argv: list[str], cwd: Path, n: int, parse: Callable[[dict[str, Any]], str | None],
            check: Callable[[], int], py_spy: str | None = None) -> Run:
     """Start ``argv``, read its JSON log lines: ``parse`` names each line ``assigned``, ``committed:<n>``
@@ -296,19 +308,13 @@ def _timed(label: str, argv: list[str], cwd: Path, n: int, parse: Callable[[dict
     trace.start()
     watchdog = threading.Timer(600, proc.kill)  # a run that hangs ends the bench with its log, not never
     watchdog.start()
-    assigned, cpu0, committed, tail, threads0 = None, (0.0, 0.0), 0, [], {}
+    assigned, cpu0, committed, threads0 = None, (0.0, 0.0), 0, {}
     log = open(cwd / "output.log", "wb")  # noqa: SIM115 - closed below
     profiler: subprocess.Popen[bytes] | None = None
     try:
         assert proc.stdout is not None
-        for raw in proc.stdout:
-            log.write(raw)
-            tail = [*tail[-39:], raw]
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                continue
-            kind = parse(event) if isinstance(event, dict) else None
+        for event in json_events(proc.stdout, log):
+            kind = parse(event)
             if kind == "assigned" and assigned is None:
                 assigned, cpu0, threads0 = time.monotonic(), tree_cpu(proc.pid), thread_cpu(proc.pid)
                 if py_spy:  # the busy threads' stacks: where Python's CPU goes, per thread
@@ -320,8 +326,10 @@ def _timed(label: str, argv: list[str], cwd: Path, n: int, parse: Callable[[dict
                 if committed >= n:
                     break
         else:
+            log.flush()
+            tail = (cwd / "output.log").read_bytes().splitlines()[-40:]
             raise RuntimeError(f"{label} exited before committing {n:,} records:\n"
-                               + b"".join(tail).decode(errors="replace"))
+                               + b"\n".join(tail).decode(errors="replace"))
         ended, cpu1 = time.monotonic(), tree_cpu(proc.pid)
         threads = {k: v - threads0.get(k, 0.0) for k, v in thread_cpu(proc.pid).items()}
         if profiler is not None:
@@ -331,12 +339,7 @@ def _timed(label: str, argv: list[str], cwd: Path, n: int, parse: Callable[[dict
         log.close()
         watchdog.cancel()
         trace.stopped.set()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, grace_s=120)
     assert assigned is not None
     used = (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1])
     samples = [(t - assigned, py, jvm) for t, py, jvm in trace.samples if assigned <= t <= ended + 1]
@@ -520,14 +523,7 @@ class DaemonOutput(threading.Thread):
     def run(self) -> None:
         assert self.proc.stdout is not None
         with open(self.log_path, "wb") as log:
-            for raw in self.proc.stdout:
-                log.write(raw)
-                try:
-                    event = json.loads(raw)
-                except ValueError:
-                    continue
-                if not isinstance(event, dict):
-                    continue
+            for event in json_events(self.proc.stdout, log):
                 if event.get("event") == "partitions assigned" and event.get("partitions"):
                     self.assigned.set()
                 elif event.get("event") == "committed" and event.get("table") == TABLE:
@@ -584,12 +580,7 @@ def _hold(bootstrap: str, work: Path, rate: int, window_s: float, interval_ms: i
             time.sleep(0.5)
         landed = output.committed()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, grace_s=120)
     latencies = sorted(seconds for when, _, seconds in output.commits if when >= since)
     # Bounded: the producer kept the rate, the records not committed stayed under three intervals' worth
     # through the whole window without growing, and everything produced landed.

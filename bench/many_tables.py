@@ -26,7 +26,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -37,8 +36,8 @@ from pathlib import Path
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from e2e_throughput import PARTITIONS, Trace, record, tabletopic_run, write_props
-from tabletopic.demo.broker import EmbeddedBroker, create_topic, free_port
+from e2e_throughput import PARTITIONS, Trace, json_events, record, tabletopic_run, write_props
+from tabletopic.demo.broker import EmbeddedBroker, create_topic, free_port, stop_process
 
 ONE_TOPIC = "one_table"
 
@@ -102,14 +101,7 @@ class Daemon(threading.Thread):
         self.trace.start()
         assert self.proc.stdout is not None
         with open(self.dir / "output.log", "wb") as log:
-            for raw in self.proc.stdout:
-                log.write(raw)
-                try:
-                    event = json.loads(raw)
-                except ValueError:
-                    continue
-                if not isinstance(event, dict):
-                    continue
+            for event in json_events(self.proc.stdout, log):
                 if event.get("event") == "partitions assigned":
                     self.assigned = max(self.assigned, int(event.get("partitions", 0)))
                     if self.assigned >= self.topics and self.assigned_at is None:
@@ -136,12 +128,7 @@ class Daemon(threading.Thread):
 
     def stop(self) -> None:
         self.trace.stopped.set()
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=180)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc, grace_s=180)
 
 
 def metadata_sizes(warehouse: Path) -> tuple[int, int]:
