@@ -56,11 +56,17 @@ class BatchingApp(RawFetchApp):
         self._queued: dict[TP, int] = {}
 
     async def seek(self, tp: TP, offset: int) -> None:
-        """Seek now (from a rebalance callback), and make every batch fetched before it stale."""
+        """Seek now (from a rebalance callback), and make every batch fetched before it stale.
+
+        The seek runs in Faust's consumer thread, as every other use of aiokafka's fetcher does: made
+        from this thread, it dropped the partition's fetched records while that thread was draining
+        them, and aiokafka's drain crashed on the missing key (KeyError in ``fetched_records``), which
+        stopped the consumer and left the member in its old generation.
+        """
         self._queued.pop(tp, None)
         self.between_fetches.pop(tp, None)
         self.seek_generation[tp] = self.seek_generation.get(tp, 0) + 1
-        await self.consumer.seek(tp, offset)
+        await self.consumer.seek_wait({tp: offset})
 
     def request_seek(self, tp: TP, offset: int) -> None:
         """Seek before the next fetch."""
