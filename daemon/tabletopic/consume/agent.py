@@ -101,6 +101,7 @@ class FaustConsumer:
         self._memory_paused: set[TP] = set()  # partitions paused here because the buffers are full
         self.app.deliver_batch = self._deliver
         self.app.on_drained = lambda wall, cpu: task.metrics.add_stage("fetch", wall, cpu)
+        self.app.on_fetch_failed = self._fetch_failed
         self.app.agent(self.batches, name=f"tabletopic-{config.name}")(self._consume)
         self.app.on_partitions_assigned.connect(self._on_assigned)
         self.app.on_partitions_revoked.connect(self._on_revoked)
@@ -225,6 +226,11 @@ class FaustConsumer:
             resumed = self._memory_paused & set(self.app.consumer.assignment())
             self.app.consumer.resume_partitions(resumed)
             self._memory_paused = set()
+
+    def _fetch_failed(self, exc: BaseException) -> None:
+        self.log.error("the consumer's fetch loop failed; the connector stops rather than read nothing",
+                       error=str(exc) or type(exc).__name__)
+        self._fail(exc)
 
     def _fail(self, exc: BaseException) -> None:
         self.fatal = exc

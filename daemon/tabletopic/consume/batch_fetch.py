@@ -51,6 +51,8 @@ class BatchingApp(RawFetchApp):
         super().__init__(*args, **kwargs)
         # Wall and CPU seconds of each drain of aiokafka's fetched records, from Faust's consumer thread.
         self.on_drained: Callable[[float, float], None] = lambda wall, cpu: None
+        # A fetch loop that raised: nothing is fetched any more, so the connector must fail.
+        self.on_fetch_failed: Callable[[BaseException], None] = lambda exc: None
         self.seek_generation: dict[TP, int] = {}
         self.between_fetches: dict[TP, int] = {}  # the offset of each partition's last seek made between fetches
         self._queued: dict[TP, int] = {}

@@ -169,6 +169,7 @@ class FetchLoop:
 
 class BatchDrain(Protocol):
     on_drained: Callable[[float, float], None]
+    on_fetch_failed: Callable[[BaseException], None]
 
     def drain_fetches(self, loop: FetchLoop) -> Awaitable[None]: ...
 
@@ -186,13 +187,19 @@ class RawFetchConsumer(FaustConsumer):
         app: BatchDrain = self.app  # type: ignore[assignment]
         try:
             await app.drain_fetches(FetchLoop(self, fetcher))
-        except self.consumer_stopped_errors:
+        except self.consumer_stopped_errors as exc:
             if self.transport.app.should_stop:
                 return
+            app.on_fetch_failed(exc)
             raise
         except asyncio.CancelledError:
             if self.transport.app.should_stop:
                 return
+            raise
+        except Exception as exc:
+            # Faust would mark its fetcher crashed and go on without it: no more fetches, no more
+            # rebalances, a member left in its old generation. The app is told, and fails the connector.
+            app.on_fetch_failed(exc)
             raise
 
 

@@ -1,10 +1,14 @@
+import asyncio
+import contextlib
 import subprocess
 import sys
+from types import SimpleNamespace
 
 from aiokafka.consumer.fetcher import Fetcher
+from aiokafka.errors import ConsumerStoppedError
 from faust.transport.drivers.aiokafka import Consumer
 
-from tabletopic.consume.faust_aiokafka import library_versions, missing_internals
+from tabletopic.consume.faust_aiokafka import RawFetchConsumer, library_versions, missing_internals
 
 
 def test_the_installed_faust_and_aiokafka_have_every_internal_the_consumer_uses() -> None:
@@ -26,3 +30,40 @@ def test_the_daemon_refuses_to_start_with_exit_78_when_one_is_gone(tmp_path) -> 
     run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 78, run.stderr[-2000:]
     assert "Consumer._wait_next_records" in run.stderr and "aiokafka" in run.stderr and "faust-streaming" in run.stderr
+
+
+class _App:
+    def __init__(self, error: BaseException) -> None:
+        self.error, self.failures = error, []
+
+    async def drain_fetches(self, loop: object) -> None:
+        raise self.error
+
+    def on_fetch_failed(self, exc: BaseException) -> None:
+        self.failures.append(exc)
+
+
+def _drain(error: BaseException, stopping: bool = False) -> list[BaseException]:
+    """The fetch loop of RawFetchConsumer, on a stand-in for Faust's consumer whose drain raises ``error``."""
+    app = _App(error)
+    consumer = SimpleNamespace(app=app, consumer_stopped_errors=(ConsumerStoppedError,),
+                               transport=SimpleNamespace(app=SimpleNamespace(should_stop=stopping)),
+                               _stopped=SimpleNamespace(is_set=lambda: False), _read_offset={},
+                               should_stop=stopping, flow_active=True)
+    fetcher = SimpleNamespace(_stopped=SimpleNamespace(is_set=lambda: False))
+    with contextlib.suppress(type(error)):
+        asyncio.run(RawFetchConsumer._drain_messages(consumer, fetcher))  # type: ignore[arg-type]
+    return app.failures
+
+
+def test_a_fetch_loop_that_raises_is_reported_so_the_connector_fails() -> None:
+    """aiokafka raised KeyError from its drain once (a seek from another thread): Faust marks its fetcher
+    crashed and goes on without it. The app hears of it, and the connector fails instead of idling."""
+    error = KeyError("t-7")
+    assert _drain(error) == [error]
+    stopped = ConsumerStoppedError()
+    assert _drain(stopped) == [stopped]
+
+
+def test_a_consumer_stopped_on_shutdown_is_no_failure() -> None:
+    assert _drain(ConsumerStoppedError(), stopping=True) == []
