@@ -153,17 +153,22 @@ def produce_fast(bootstrap: str, topic: str, n: int,
     for i in range(n):
         value = encode(i, rng)
         total += len(value)
-        while True:
-            try:
-                producer.produce(topic, value, partition=i % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        send(producer, topic, value, i % PARTITIONS)
         if i % 10_000 == 0:
             producer.poll(0)
     if producer.flush(120):
         raise RuntimeError(f"{topic}: records still unsent after 120 s")
     return total
+
+
+def send(producer: Any, topic: str, value: bytes, partition: int) -> None:
+    """One record to librdkafka's queue, waiting for room in it when it is full."""
+    while True:
+        try:
+            producer.produce(topic, value, partition=partition)
+            return
+        except BufferError:
+            producer.poll(0.05)
 
 
 async def aiokafka_alone(bootstrap: str, n: int) -> float:
@@ -298,12 +303,12 @@ def json_events(lines: Iterable[bytes], log: BinaryIO) -> Iterator[dict[str, Any
             yield event
 
 
-def _timed(label: str, argv: list[str], cwd: Path, n: int, parse: Callable[[dict[str, Any]], str | None],
-           check: Callable[[], int], py_spy: str | None = None) -> Run:
-    """Start ``argv``, read its JSON log lines: ``parse`` names each line ``assigned``, ``committed:<n>``
-    or nothing. The CPU span is read from /proc when the events arrive."""
+def _timed(label: str, start: Callable[[], subprocess.Popen[bytes]], cwd: Path, n: int,
+           parse: Callable[[dict[str, Any]], str | None], check: Callable[[], int], py_spy: str | None = None) -> Run:
+    """``start`` a process and read its JSON log lines: ``parse`` names each line ``assigned``,
+    ``committed:<n>`` or nothing. The CPU span is read from /proc when the events arrive."""
     began = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    proc = start()
     trace = Trace(proc.pid)
     trace.start()
     watchdog = threading.Timer(600, proc.kill)  # a run that hangs ends the bench with its log, not never
@@ -348,23 +353,34 @@ def _timed(label: str, argv: list[str], cwd: Path, n: int, parse: Callable[[dict
     return run
 
 
+def cli_daemon(run_dir: Path, bootstrap: str, interval_ms: int, connector: dict[str, str],
+               worker: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """``tabletopic standalone worker.properties connector.properties`` started in ``run_dir``, as a user
+    starts it: JSON logs on its standard output, a listener on a free port, schemaless JSON, tables
+    created in a hadoop catalog in ``run_dir/warehouse``. ``connector`` names the connector and its
+    topics; ``worker`` adds or overrides worker settings."""
+    write_props(run_dir / "worker.properties", {
+        "bootstrap.servers": bootstrap, "listeners": f"http://127.0.0.1:{free_port()}", "log.format": "json",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "false",
+        **(worker or {})})
+    write_props(run_dir / "connector.properties", {
+        "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": str(interval_ms),
+        "iceberg.catalog": "local", "iceberg.catalog.type": "hadoop",
+        "iceberg.catalog.warehouse": "file://" + str(run_dir / "warehouse"), **connector})
+    return subprocess.Popen([sys.executable, "-m", "tabletopic.cli", "standalone", str(run_dir / "worker.properties"),
+                             str(run_dir / "connector.properties")], cwd=run_dir, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
 def tabletopic_run(bootstrap: str, work: Path, name: str, n: int, interval_ms: int, topic: str = TOPIC,
                    py_spy: str | None = None, jfr: str | None = None, extra: dict[str, str] | None = None,
                    registry: bool = False) -> Run:
     """``tabletopic standalone worker.properties connector.properties``, as a user starts it."""
     run_dir = work / name
     run_dir.mkdir()
-    warehouse = run_dir / "warehouse"
-    write_props(run_dir / "worker.properties", {
-        "bootstrap.servers": bootstrap, "listeners": f"http://127.0.0.1:{free_port()}", "log.format": "json",
-        "value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "false",
-        **({"schema.registry.listeners": f"http://127.0.0.1:{free_port()}"} if registry else {}),
-        **({"spark.driver.extraJavaOptions": f"-XX:StartFlightRecording=filename={jfr},settings=profile"}
-           if jfr else {}), **(extra or {})})
-    write_props(run_dir / "connector.properties", {
-        "name": name, "topics": topic, "iceberg.tables": TABLE, "iceberg.tables.auto-create-enabled": "true",
-        "iceberg.control.commit.interval-ms": str(interval_ms), "iceberg.catalog": "local",
-        "iceberg.catalog.type": "hadoop", "iceberg.catalog.warehouse": "file://" + str(warehouse)})
+    worker = {**({"schema.registry.listeners": f"http://127.0.0.1:{free_port()}"} if registry else {}),
+              **({"spark.driver.extraJavaOptions": f"-XX:StartFlightRecording=filename={jfr},settings=profile"}
+                 if jfr else {}), **(extra or {})}
 
     def parse(event: dict[str, Any]) -> str | None:
         if event.get("event") == "partitions assigned" and event.get("partitions"):
@@ -374,10 +390,11 @@ def tabletopic_run(bootstrap: str, work: Path, name: str, n: int, interval_ms: i
         return None
 
     def check() -> int:
-        return exact_rows(str(warehouse / TABLE.replace(".", "/")), n)
+        return exact_rows(str(run_dir / "warehouse" / TABLE.replace(".", "/")), n)
 
-    return _timed(f"tabletopic ({name})", [sys.executable, "-m", "tabletopic.cli", "standalone",
-                                           str(run_dir / "worker.properties"), str(run_dir / "connector.properties")],
+    return _timed(f"tabletopic ({name})",
+                  lambda: cli_daemon(run_dir, bootstrap, interval_ms, {"name": name, "topics": topic,
+                                                                       "iceberg.tables": TABLE}, worker),
                   run_dir, n, parse, check, py_spy)
 
 
@@ -385,7 +402,6 @@ def peer_run(bootstrap: str, work: Path, name: str, n: int, interval_ms: int) ->
     """The pyiceberg pipeline (bench/pyiceberg_pipeline.py) over the same topic."""
     run_dir = work / name
     run_dir.mkdir()
-    rows = {}
 
     def parse(event: dict[str, Any]) -> str | None:
         if event.get("event") == "assigned":
@@ -398,14 +414,14 @@ def peer_run(bootstrap: str, work: Path, name: str, n: int, interval_ms: int) ->
         from pyiceberg.catalog.sql import SqlCatalog
         catalog = SqlCatalog("peer", uri=f"sqlite:///{run_dir}/warehouse/catalog.db",
                              warehouse=f"file://{run_dir}/warehouse")
-        location = catalog.load_table("bench.events").metadata_location
-        rows["n"] = exact_rows(location, n)
-        return rows["n"]
+        return exact_rows(catalog.load_table("bench.events").metadata_location, n)
 
+    argv = [sys.executable, str(Path(__file__).with_name("pyiceberg_pipeline.py")), "--bootstrap", bootstrap,
+            "--topic", TOPIC, "--records", str(n), "--warehouse", str(run_dir / "warehouse"),
+            "--interval-ms", str(interval_ms), "--group", name]
     return _timed(f"pyiceberg pipeline ({name})",
-                  [sys.executable, str(Path(__file__).with_name("pyiceberg_pipeline.py")), "--bootstrap", bootstrap,
-                   "--topic", TOPIC, "--records", str(n), "--warehouse", str(run_dir / "warehouse"),
-                   "--interval-ms", str(interval_ms), "--group", name], run_dir, n, parse, check)
+                  lambda: subprocess.Popen(argv, cwd=run_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                           stdin=subprocess.DEVNULL), run_dir, n, parse, check)
 
 
 def exact_rows(location: str, n: int) -> int:
@@ -542,16 +558,7 @@ def _hold(bootstrap: str, work: Path, rate: int, window_s: float, interval_ms: i
     asyncio.run(create_topic(bootstrap, topic, PARTITIONS))
     run_dir = work / name
     run_dir.mkdir()
-    write_props(run_dir / "worker.properties", {
-        "bootstrap.servers": bootstrap, "listeners": f"http://127.0.0.1:{free_port()}", "log.format": "json",
-        "value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "false"})
-    write_props(run_dir / "connector.properties", {
-        "name": name, "topics": topic, "iceberg.tables": TABLE, "iceberg.tables.auto-create-enabled": "true",
-        "iceberg.control.commit.interval-ms": str(interval_ms), "iceberg.catalog": "local",
-        "iceberg.catalog.type": "hadoop", "iceberg.catalog.warehouse": "file://" + str(run_dir / "warehouse")})
-    proc = subprocess.Popen([sys.executable, "-m", "tabletopic.cli", "standalone", str(run_dir / "worker.properties"),
-                             str(run_dir / "connector.properties")], cwd=run_dir, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    proc = cli_daemon(run_dir, bootstrap, interval_ms, {"name": name, "topics": topic, "iceberg.tables": TABLE})
     output = DaemonOutput(proc, run_dir / "output.log")
     output.start()
     try:

@@ -27,17 +27,16 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from e2e_throughput import PARTITIONS, Trace, json_events, record, tabletopic_run, write_props
-from tabletopic.demo.broker import EmbeddedBroker, create_topic, free_port, stop_process
+from e2e_throughput import PARTITIONS, Trace, cli_daemon, json_events, record, send, tabletopic_run
+from tabletopic.demo.broker import EmbeddedBroker, create_topic, stop_process
 
 ONE_TOPIC = "one_table"
 
@@ -59,12 +58,7 @@ def produce(bootstrap: str, placements: list[tuple[str, int]], start: int) -> No
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 1_000_000})
     rng = random.Random(start)
     for i, (topic, partition) in enumerate(placements):
-        while True:
-            try:
-                producer.produce(topic, record(start + i, rng), partition=partition)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        send(producer, topic, record(start + i, rng), partition)
     if producer.flush(120):
         raise RuntimeError("records still unsent after 120 s")
 
@@ -78,19 +72,9 @@ class Daemon(threading.Thread):
         self.dir.mkdir()
         self.warehouse = self.dir / "warehouse"
         self.topics = topics
-        write_props(self.dir / "worker.properties", {
-            "bootstrap.servers": bootstrap, "listeners": f"http://127.0.0.1:{free_port()}", "log.format": "json",
-            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-            "value.converter.schemas.enable": "false"})
-        write_props(self.dir / "connector.properties", {
+        self.proc = cli_daemon(self.dir, bootstrap, interval_ms, {
             "name": "many", "topics.regex": r"tt\\..*", "tabletopic.table-topic.enabled": "true",
-            "tabletopic.table-topic.namespace": "tt", "iceberg.tables.auto-create-enabled": "true",
-            "iceberg.control.commit.interval-ms": str(interval_ms), "iceberg.catalog": "local",
-            "iceberg.catalog.type": "hadoop", "iceberg.catalog.warehouse": "file://" + str(self.warehouse), **extra})
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tabletopic.cli", "standalone", str(self.dir / "worker.properties"),
-             str(self.dir / "connector.properties")], cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL)
+            "tabletopic.table-topic.namespace": "tt", **extra})
         self.trace = Trace(self.proc.pid)
         self.assigned_at: float | None = None
         self.assigned = 0
@@ -117,9 +101,9 @@ class Daemon(threading.Thread):
             done = [c for c in self.commits if c[0] >= since and c[2]]
         return sum(c[2] for c in done), {c[1] for c in done}
 
-    def wait_for(self, what: str, until: float, check: object) -> float:
+    def wait_for(self, what: str, until: float, check: Callable[[], bool]) -> float:
         while time.monotonic() < until:
-            if check():  # type: ignore[operator]
+            if check():
                 return time.monotonic()
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the daemon exited while waiting for {what}; see {self.dir / 'output.log'}")

@@ -32,6 +32,12 @@ class _Tables:
         return {TABLE}
 
 
+def _written(drained: Drained) -> WrittenFiles:
+    """One file of the drained rows, carrying the floors they were cut against (the same dict, as
+    FileWriter passes it on)."""
+    return WrittenFiles(drained.table, None, 1, drained.records, drained.max_timestamp_ms, 0.0, floors=drained.floors)
+
+
 class _Files:
     """Writes nothing; each write waits for ``release`` when ``hold`` is set, to let a commit land meanwhile."""
 
@@ -42,8 +48,7 @@ class _Files:
         self.started.set()
         if self.hold:
             self.release.wait(10)
-        return WrittenFiles(drained.table, None, 1, drained.records, drained.max_timestamp_ms, 0.0,
-                            floors=drained.floors)
+        return _written(drained)
 
 
 class _Barrier:
@@ -57,8 +62,7 @@ class _Barrier:
             raise RuntimeError(f"the JVM refused {drained.table}")
         self.barrier.wait()  # raises BrokenBarrierError unless every write runs at once
         self.ended.append(drained.table)
-        return WrittenFiles(drained.table, None, 1, drained.records, drained.max_timestamp_ms, 0.0,
-                            floors=drained.floors)
+        return _written(drained)
 
 
 class _Writer(SinkWriter):
