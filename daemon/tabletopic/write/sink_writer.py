@@ -56,8 +56,8 @@ class SinkWriter:
         self._pending: dict[str, list[WrittenFiles]] = {}
         self._write_lock = asyncio.Lock()
         self._flushes: set[asyncio.Task[None]] = set()
-        self._writing_bytes = 0  # rows drained into a write still running
-        self._in_flight: list[Drained] = []  # drained into a write still running: their floors may rise
+        # Drained into a write still running: their bytes still count, and their floors may rise.
+        self._in_flight: list[Drained] = []
         self._flush_error: BaseException | None = None
         self._resets = 0  # a write that began before a reset is dropped when it ends
 
@@ -163,7 +163,7 @@ class SinkWriter:
     @property
     def buffered_bytes(self) -> int:
         """Rows held in Python: buffered, and drained into a write that has not finished."""
-        return sum(b.nbytes for b in self.buffers.values()) + self._writing_bytes
+        return sum(b.nbytes for b in self.buffers.values()) + sum(d.nbytes for d in self._in_flight)
 
     @property
     def buffered_records(self) -> int:
@@ -206,12 +206,10 @@ class SinkWriter:
 
     async def _write(self, drained: Drained, resets: int) -> None:
         handle = self._tables.get(drained.table)
-        self._writing_bytes += drained.nbytes
         self._in_flight.append(drained)
         try:
             written = await asyncio.to_thread(self._writer.write, handle, drained)
         finally:
-            self._writing_bytes -= drained.nbytes
             self._in_flight.remove(drained)
         if resets != self._resets:
             # Everything uncommitted was dropped while these files were written (a rejected answer,
