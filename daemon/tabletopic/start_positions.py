@@ -16,6 +16,7 @@ from tabletopic.buffer.partition_ledger import PartitionLedger
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.offsets.java_sink import check_takeover, java_sink_commit
 from tabletopic.offsets.source_offsets import Recorded, read_recorded, tables_recording
+from tabletopic.route.table_feeds import TableFeeds
 from tabletopic.system_outages import SystemOutages
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.iceberg_tables import IcebergTables, java_error_message
@@ -38,6 +39,7 @@ class StartPositions:
                  writer: SinkWriter, read_table: Callable[[str], Recorded], group_offsets: GroupOffsets,
                  outages: SystemOutages, log: Any) -> None:
         self._config = config
+        self._feeds = TableFeeds.of(config)
         self._read_table = read_table
         self._tables = tables
         self._ledger = ledger
@@ -84,10 +86,16 @@ class StartPositions:
         order never goes backwards past an accepted record; buffered rows below the tables'
         floors are dropped instead.
         """
-        known = await self._read_tables(self._known_tables)
+        known = await self._read_tables(lambda: self._known_tables(tps))
         by_table = await self._read_tables(lambda: {t: self._read_table(t) for t in known})
-        floors = {t: r.offsets for t, r in by_table.items()}
         group = await self._group_offsets(sorted(tps))
+        if self._feeds.per_table and unanchored(tps, by_table, group):
+            # A partition no table records, without a group offset: only another table's round start
+            # may say where rows of it that a crash left owed began (offsets/table_scope.py).
+            more = await self._read_tables(lambda: self._every_table(set(known)))
+            by_table.update(await self._read_tables(lambda: {t: self._read_table(t) for t in more}))
+            known = sorted(by_table)
+        floors = {t: r.offsets for t, r in by_table.items()}
         java = await self._read_tables(lambda: self._java_sink_commits([t for t in known if not floors.get(t)]))
         check_takeover(java, self._config.group_id, tps, group)
         if java:
@@ -119,22 +127,37 @@ class StartPositions:
                 found[name] = commit
         return found
 
-    def _known_tables(self) -> list[str]:
-        names = set(self._ledger.recorded()) | set(self._tables.known())
-        for name in self._config.tables or []:
-            if name in names or self._tables.exists(name):
-                names.add(name)
-        if self._config.dynamic_enabled and not self._catalog_scanned:
-            names |= self._scan_catalog()
-            self._catalog_scanned = True
+    def _known_tables(self, tps: set[TopicPartition]) -> list[str]:
+        """The tables that may record ``tps``: in Table Topic mode each partition's own table alone."""
+        if self._feeds.per_table:
+            names = {t for t in map(self._feeds.table_of, tps) if t is not None}
+        else:
+            names = set(self._ledger.recorded()) | set(self._tables.known())
+            for name in self._config.tables or []:
+                if name in names or self._tables.exists(name):
+                    names.add(name)
+            if self._config.dynamic_enabled and not self._catalog_scanned:
+                names |= self._scan_catalog()
+                self._catalog_scanned = True
         return sorted(n for n in names if n in self._tables.known() or self._tables.try_load(n) is not None)
 
-    def _scan_catalog(self) -> set[str]:
-        """Dynamic routing can have written any table: find those whose snapshots carry our offsets."""
+    def _every_table(self, read: set[str]) -> list[str]:
+        """Every table of the connector not in ``read``: those this process used, and those its namespace
+        holds (listed once per process; tables created later were created by this process)."""
+        names = set(self._ledger.recorded()) | set(self._tables.known())
+        if not self._catalog_scanned:
+            names |= self._scan_catalog(self._feeds.namespace)
+            self._catalog_scanned = True
+        return sorted(names - read)
+
+    def _scan_catalog(self, namespace: str | None = None) -> set[str]:
+        """Tables whose snapshots carry our offsets, in ``namespace`` or anywhere: dynamic routing can
+        have written any table."""
+        catalog = self._tables.jvm.org.apache.iceberg.catalog
+        # The namespace of a table in it: Namespace.of takes varargs, which py4j cannot pass.
+        root = catalog.TableIdentifier.parse(f"{namespace}.t").namespace() if namespace else catalog.Namespace.empty()
         try:
-            return tables_recording(self._tables.listing_catalog(),
-                                    self._tables.jvm.org.apache.iceberg.catalog.Namespace.empty(),
-                                    self._config.group_id)
+            return tables_recording(self._tables.listing_catalog(), root, self._config.group_id)
         except Exception as exc:  # a catalog without namespace listing: only static and used tables count
             why = java_error_message(exc)
             if "NoSuchNamespaceException" in why:
@@ -143,3 +166,9 @@ class StartPositions:
                 self._log.warning("could not list the catalog's tables", error=why)
             self._log.debug("listing the catalog's tables failed", exc_info=exc)
             return set()
+
+
+def unanchored(tps: set[TopicPartition], by_table: dict[str, Recorded], group: dict[TopicPartition, int]) -> bool:
+    """Whether a partition of ``tps`` has neither a group offset nor a table of ``by_table`` that records it."""
+    recorded = {tp for r in by_table.values() for tp in r.offsets}
+    return any(tp not in group and tp not in recorded for tp in tps)

@@ -88,10 +88,14 @@ class PartitionLedger:
         self._recorded.update({t: dict(o) for t, o in recorded.items()})
         raised: Raised = []
         for table, floors in self._floors.items():
+            if table not in recorded:
+                continue
             for tp in ends:
-                if tp in recorded.get(table, {}):
+                if tp in recorded[table]:
                     floors[tp] = recorded[table][tp]
                     raised.append((table, tp, floors[tp]))
+                else:  # the table records only the partitions that feed it (route/table_feeds.py)
+                    floors.pop(tp, None)
         return raised
 
     def adopt(self, recorded: dict[str, dict[TopicPartition, int]]) -> None:
@@ -104,7 +108,9 @@ class PartitionLedger:
         raised: Raised = []
         for tp in tps:
             for table, floors in self._floors.items():
-                offset = recorded.get(table, {}).get(tp)
+                if table not in recorded:
+                    continue  # not read: in Table Topic mode, a table that ``tps`` do not feed
+                offset = recorded[table].get(tp)
                 if offset is None:
                     floors.pop(tp, None)
                 else:

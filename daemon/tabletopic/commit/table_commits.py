@@ -4,7 +4,8 @@ It reads a table's offsets when the table is first judged, then tracks them
 through its own commits; :meth:`reset` forgets them when another coordinator may
 have committed.  A round's tables are committed in parallel, up to
 ``iceberg.control.commit.threads``, each in one snapshot holding its files and
-the round's offsets (see :mod:`tabletopic.commit.table_committer`).
+the round's offsets of the partitions that feed it (see
+:mod:`tabletopic.commit.table_committer` and :mod:`tabletopic.route.table_feeds`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from tabletopic.commit.events import Answer
 from tabletopic.commit.table_committer import CommitFailed, CommitFenced, CommitResult, TableCommitter
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.offsets.source_offsets import read_offsets
+from tabletopic.offsets.table_scope import TableScope, unrecorded
+from tabletopic.route.table_feeds import TableFeeds
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.iceberg_tables import JAVA_ERRORS, IcebergTables, java_error_message
 from tabletopic.write.write_result import TableFiles
@@ -47,13 +50,15 @@ class RoundOutcome:
 
 class TableCommits:
     def __init__(self, tables: IcebergTables, committer: TableCommitter, metrics: SinkMetrics, group_id: str,
-                 static_tables: list[str], refresh_rounds: int, timeout_s: float, threads: int) -> None:
+                 static_tables: list[str], refresh_rounds: int, timeout_s: float, threads: int,
+                 feeds: TableFeeds | None = None) -> None:
         self._log = log.bind(connector=metrics.connector)
         self._tables = tables
         self._committer = committer
         self._metrics = metrics
         self._group_id = group_id
         self._static = static_tables
+        self._feeds = feeds if feeds is not None else TableFeeds(None)
         self._refresh_rounds = refresh_rounds
         self._timeout_s = timeout_s
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"commit-{metrics.connector}")
@@ -117,7 +122,9 @@ class TableCommits:
             behind = any(tp in offsets and offsets[tp] < pos for tp, pos in positions.items())
             if behind and self._rounds - self._last_commit.get(table, 0) >= self._refresh_rounds:
                 targets.add(table)
-        results = await asyncio.gather(*(self._commit_table(t, by_table.get(t), positions, starts, started, epoch)
+        fresh = unrecorded(starts, self._offsets)
+        results = await asyncio.gather(*(self._commit_table(t, by_table.get(t), positions, starts, started, epoch,
+                                                            self._scope(t, fresh))
                                          for t in sorted(targets)))
         for table, result in zip(sorted(targets), results, strict=True):
             if isinstance(result, CommitResult):
@@ -132,13 +139,20 @@ class TableCommits:
         self._clean = clean_after(starts, positions, by_table, outcome.recorded, self._clean)
         return outcome
 
+    def _scope(self, table: str, fresh: frozenset[TopicPartition]) -> TableScope | None:
+        """What ``table``'s snapshot records (see :mod:`tabletopic.offsets.table_scope`); None: everything."""
+        if not self._feeds.per_table:
+            return None
+        return TableScope(lambda tp: self._feeds.feeds(table, tp), fresh)
+
     async def _commit_table(self, table: str, files: TableFiles | None, positions: dict[TopicPartition, int],
-                            starts: dict[TopicPartition, int], started: float,
-                            epoch: int) -> CommitResult | CommitFenced | CommitFailed:
+                            starts: dict[TopicPartition, int], started: float, epoch: int,
+                            scope: TableScope | None) -> CommitResult | CommitFenced | CommitFailed:
         labels = {"table": table}
         expected = self._offsets.get(table, {})
         future = asyncio.get_running_loop().run_in_executor(self._pool, self._commit_sync, table, files,
-                                                            dict(positions), dict(starts), dict(expected), epoch)
+                                                            dict(positions), dict(starts), dict(expected), epoch,
+                                                            scope)
         try:
             try:
                 result = await asyncio.wait_for(asyncio.shield(future), self._timeout_s)
@@ -174,13 +188,13 @@ class TableCommits:
 
     def _commit_sync(self, table: str, files: TableFiles | None, positions: dict[TopicPartition, int],
                      starts: dict[TopicPartition, int], expected: dict[TopicPartition, int],
-                     epoch: int) -> CommitResult:
+                     epoch: int, scope: TableScope | None) -> CommitResult:
         with self._metrics.timed("commit"):
-            return self._commit_table_now(table, files, positions, starts, expected, epoch)
+            return self._commit_table_now(table, files, positions, starts, expected, epoch, scope)
 
     def _commit_table_now(self, table: str, files: TableFiles | None, positions: dict[TopicPartition, int],
                           starts: dict[TopicPartition, int], expected: dict[TopicPartition, int],
-                          epoch: int) -> CommitResult:
+                          epoch: int, scope: TableScope | None) -> CommitResult:
         try:
             handle = self._tables.get(table)
             java_files: Any = None
@@ -189,7 +203,7 @@ class TableCommits:
         except JAVA_ERRORS as exc:
             raise CommitFailed(f"cannot load {table} or its files: {java_error_message(exc)}") from exc
         return self._committer.commit(handle, java_files, positions, expected,
-                                      files.max_timestamp_ms if files else None, epoch, starts)
+                                      files.max_timestamp_ms if files else None, epoch, starts, scope)
 
     def _record(self, table: str, files: TableFiles | None, result: CommitResult, started: float) -> float:
         """Take a landed commit into account; return the seconds since its round began."""

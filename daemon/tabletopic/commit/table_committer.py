@@ -30,6 +30,7 @@ from tabletopic.offsets.source_offsets import (
     read_recorded,
     round_start_key,
 )
+from tabletopic.offsets.table_scope import TableScope
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.iceberg_tables import JAVA_ERRORS, TableHandle, java_error_message
 
@@ -83,6 +84,7 @@ class TableCommitter:
         max_timestamp_ms: int | None,
         epoch: int = -1,
         round_start: dict[TopicPartition, int] | None = None,
+        scope: TableScope | None = None,
     ) -> CommitResult:
         """Commit ``files`` (a Java list, or None for an offsets-only snapshot) with ``positions``.
 
@@ -90,7 +92,10 @@ class TableCommitter:
         ``positions``; a partition absent from it must be absent from the table too.
         ``round_start`` says where the round began reading each partition (see
         :mod:`tabletopic.offsets.source_offsets`); it is recorded over what the table recorded before.
+        With a ``scope``, the snapshot records only what the scope keeps, of the table's old record too.
         """
+        if scope is not None:
+            positions = scope.offsets(positions)
         started = time.monotonic()
         writer = self._jvm().tabletopic.SinkWriter
         files = files if files is not None else self._jvm().java.util.ArrayList()
@@ -103,6 +108,8 @@ class TableCommitter:
                 recorded = read_recorded(table, handle.branch, self._group_id)
                 current, recorded_epoch = recorded.offsets, recorded.epoch
                 starts = {**recorded.round_start, **(round_start or {})}
+                if scope is not None:
+                    current, starts = scope.offsets(current), scope.round_start(starts)
             except JAVA_ERRORS as exc:
                 raise CommitFailed(f"cannot read table {handle.name}: {java_error_message(exc)}") from exc
             if epoch >= 0 and recorded_epoch > epoch:

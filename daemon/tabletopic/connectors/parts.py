@@ -26,6 +26,7 @@ from tabletopic.failed_records import FailedRecords
 from tabletopic.kafka_clients import KafkaClients
 from tabletopic.maintain.maintainer import Maintainer
 from tabletopic.observe.metrics import SinkMetrics
+from tabletopic.route.table_feeds import TableFeeds
 from tabletopic.sink_task import SinkTask
 from tabletopic.staging import Staging
 from tabletopic.start_positions import StartPositions, table_reader
@@ -80,7 +81,8 @@ def build_sink(config: ConnectorConfig, clients: KafkaClients, spark: SparkRunti
                                lambda table: metrics.commit_retries.labels(table=table).inc(),
                                maintainer.commit_positions.committing)
     table_commits = TableCommits(tables, committer, metrics, config.group_id, list(config.tables or []),
-                                 config.offsets_refresh_rounds, config.commit_timeout_ms / 1000, config.commit_threads)
+                                 config.offsets_refresh_rounds, config.commit_timeout_ms / 1000, config.commit_threads,
+                                 TableFeeds.of(config))
     outages = SystemOutages(config.catalog_max_failures, metrics, connector_log)
     starts = StartPositions(config, tables, ledger, writer, read_table,
                             lambda tps: committed_offsets(clients, config.group_id, tps), outages, connector_log)

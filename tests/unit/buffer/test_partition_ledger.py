@@ -80,3 +80,22 @@ def test_settled_below_is_the_least_offset_of_the_tables_that_record_the_partiti
     assert ledger.settled_below(("t", 0)) == 12
     ledger.reset()
     assert ledger.settled_below(("t", 0)) is None
+
+
+def test_a_commit_drops_the_floors_a_table_no_longer_records() -> None:
+    # A table that recorded every partition (before tables were scoped) records its own alone after
+    # its next commit: a floor left behind would make its next answer refused.
+    ledger = _ledger({"tt.a": {TP0: 3, TP1: 8}})
+    assert ledger.floors("tt.a") == {TP0: 3, TP1: 8}
+    ledger.accept(TP0, 3, 10)
+    ledger.committed({TP0: 10, TP1: 8}, {"tt.a": {TP0: 10}})
+    assert ledger.floors("tt.a") == {TP0: 10}
+
+
+def test_reading_partitions_again_leaves_the_floors_of_tables_not_read() -> None:
+    ledger = _ledger({"tt.a": {TP0: 3, TP1: 8}, "tt.b": {TP1: 8}})
+    ledger.floors("tt.a")
+    ledger.floors("tt.b")
+    raised = ledger.read_again({"tt.b": {TP1: 9}}, [TP1])
+    assert raised == [("tt.b", TP1, 9)]
+    assert ledger.floors("tt.a") == {TP0: 3, TP1: 8} and ledger.floors("tt.b") == {TP1: 9}

@@ -1,0 +1,41 @@
+"""Which partitions feed which table, and so which partitions each table's snapshots record.
+
+Static and dynamic routing can send any partition's records to any table, so every table records
+every partition of the connector: a table that got none of a partition's rows in a round still
+moves past them, or a restart would read them again for it. In Table Topic mode a topic's records go
+to its own table and to no other, so a table records its topic's partitions alone, and its snapshot
+summaries stay the same size however many topics the connector reads (the rule is in
+``docs/design/exactly-once.md``).
+"""
+
+from __future__ import annotations
+
+from tabletopic.config.connector import ConnectorConfig
+from tabletopic.route.router import topic_table
+from tabletopic.topic_partition import TopicPartition
+
+
+class TableFeeds:
+    def __init__(self, table_topic_namespace: str | None) -> None:
+        self._namespace = table_topic_namespace
+
+    @classmethod
+    def of(cls, config: ConnectorConfig) -> TableFeeds:
+        return cls(config.table_topic_namespace)
+
+    @property
+    def per_table(self) -> bool:
+        """True when each partition feeds one table it names: tables record only their own partitions."""
+        return self._namespace is not None
+
+    @property
+    def namespace(self) -> str | None:
+        """Table Topic mode's namespace: every table of the connector lies in it."""
+        return self._namespace
+
+    def table_of(self, tp: TopicPartition) -> str | None:
+        """The one table ``tp`` feeds, or None when routing may send it to any."""
+        return topic_table(self._namespace, tp[0]) if self._namespace is not None else None
+
+    def feeds(self, table: str, tp: TopicPartition) -> bool:
+        return self._namespace is None or topic_table(self._namespace, tp[0]) == table
