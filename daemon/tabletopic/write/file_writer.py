@@ -1,7 +1,7 @@
-"""Write buffered rows of one table as Parquet data files, on Spark's executors.
+"""Write buffered rows of one table or many as Parquet data files, on Spark's executors or the driver.
 
 Rows cross to the JVM as Arrow (no pandas) and are written by tabletopic's
-compiled ``SinkWriter`` through Iceberg's Parquet writers.  Nothing is
+compiled ``FileBatch`` through Iceberg's Parquet writers.  Nothing is
 committed here: the returned files wait for the commit round.
 """
 
@@ -19,7 +19,7 @@ from tabletopic.buffer.table_buffer import Drained
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.write.arrow_conform import conform
 from tabletopic.write.iceberg_tables import TableHandle
-from tabletopic.write.spark_session import SparkRuntime
+from tabletopic.write.spark_session import MIN_ROWS_PER_TASK, SparkRuntime, arrow_file
 from tabletopic.write.upsert_batch import reduce_changes
 
 
@@ -45,38 +45,66 @@ class FileWriter:
     def _timed(self, stage: str) -> contextlib.AbstractContextManager[None]:
         return self._metrics.timed(stage) if self._metrics is not None else contextlib.nullcontext()
 
-    def _dataframe(self, rows: pa.Table) -> Any:
-        with self._timed("handoff"):
-            return self._spark.dataframe_from_arrow(rows)._jdf
+    def _on_driver(self, rows: pa.Table) -> bool:
+        """Rows a Spark task would take alone, where the driver is the executors (a local master)."""
+        return self._spark.local and rows.num_rows <= MIN_ROWS_PER_TASK
+
+    def _add_data(self, batch: Any, handle: TableHandle, rows: pa.Table) -> int:
+        if not self._on_driver(rows):
+            with self._timed("handoff"):
+                frame = self._spark.dataframe_from_arrow(rows)._jdf
+            return int(batch.addData(frame, handle.java, handle.schema_id))
+        with self._timed("write"), arrow_file(rows) as (path, spark_type):
+            return int(batch.addLocalData(path, spark_type, handle.java, handle.schema_id))
+
+    def _add_deletes(self, batch: Any, handle: TableHandle, keys: pa.Table) -> int:
+        if not self._on_driver(keys):
+            with self._timed("handoff"):
+                frame = self._spark.dataframe_from_arrow(keys)._jdf
+            return int(batch.addEqualityDeletes(frame, handle.java, handle.delete_spec_id, handle.equality_ids))
+        with self._timed("write"), arrow_file(keys) as (path, spark_type):
+            return int(batch.addLocalEqualityDeletes(path, spark_type, handle.java, handle.delete_spec_id,
+                                                     handle.equality_ids))
 
     @property
     def jvm(self) -> Any:
         return self._spark.jvm
 
     def write(self, handle: TableHandle, drained: Drained) -> WrittenFiles:
+        return self.write_many([(handle, drained)])[0]
+
+    def write_many(self, items: list[tuple[TableHandle, Drained]]) -> list[WrittenFiles]:
+        """The files of each table's rows, in the order given.
+
+        A job costs the driver the same whether it writes one row or a million, and a round may write
+        hundreds of tables: with a local master, rows that would make one task are written on the
+        driver, in this thread, with no job (``tabletopic.FileBatch``), and the rest in one job for
+        them all.
+        """
         started = time.monotonic()
-        rows = drained.rows
-        if rows.schema != handle.arrow_schema:
-            # Rows buffered before a schema change lack its new columns or have narrower types.
-            rows = conform(rows, handle.arrow_schema, handle.name)
-        writer = self._spark.jvm.tabletopic.SinkWriter
-        operation = str(uuid.uuid4())
-        if not handle.keyed:
-            frame = self._dataframe(rows)
-            with self._timed("write"):
-                files = writer.writeDataFiles(frame, handle.java, handle.schema_id, operation, self._write_props)
-            return WrittenFiles(handle.name, files, int(files.size()), drained.records, drained.max_timestamp_ms,
-                                time.monotonic() - started, floors=drained.floors)
-        with self._timed("buffer"):
-            inserts, keys = reduce_changes(rows, drained.ops, drained.order, handle.id_columns)
-        frame = self._dataframe(keys)
+        batch = self._spark.jvm.tabletopic.FileBatch(str(uuid.uuid4()), self._write_props)
+        parts: list[tuple[int | None, int | None, int, int]] = []  # data part, delete part, records, deletes
+        for handle, drained in items:
+            rows = drained.rows
+            if rows.schema != handle.arrow_schema:
+                # Rows buffered before a schema change lack its new columns or have narrower types.
+                rows = conform(rows, handle.arrow_schema, handle.name)
+            if not handle.keyed:
+                parts.append((self._add_data(batch, handle, rows), None, drained.records, 0))
+                continue
+            with self._timed("buffer"):
+                inserts, keys = reduce_changes(rows, drained.ops, drained.order, handle.id_columns)
+            deletes = self._add_deletes(batch, handle, keys)
+            data = self._add_data(batch, handle, inserts) if inserts.num_rows else None
+            parts.append((data, deletes, inserts.num_rows, keys.num_rows))
         with self._timed("write"):
-            files = writer.writeEqualityDeletes(frame, handle.java, handle.delete_spec_id, handle.equality_ids,
-                                                operation, self._write_props)
-        if inserts.num_rows:
-            frame = self._dataframe(inserts)
-            with self._timed("write"):
-                data = writer.writeDataFiles(frame, handle.java, handle.schema_id, operation, self._write_props)
-            files = writer.concat(data, files)
-        return WrittenFiles(handle.name, files, int(files.size()), inserts.num_rows, drained.max_timestamp_ms,
-                            time.monotonic() - started, deletes=keys.num_rows, floors=drained.floors)
+            files = batch.write()
+        seconds = time.monotonic() - started
+        writer = self._spark.jvm.tabletopic.SinkWriter
+        written = []
+        for (handle, drained), (data, deletes, records, deleted) in zip(items, parts, strict=True):
+            got = [files.get(i) for i in (data, deletes) if i is not None]
+            part = got[0] if len(got) == 1 else writer.concat(*got)
+            written.append(WrittenFiles(handle.name, part, int(part.size()), records, drained.max_timestamp_ms,
+                                        seconds, deletes=deleted, floors=drained.floors))
+        return written

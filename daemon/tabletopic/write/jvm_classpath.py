@@ -5,9 +5,12 @@ Three jars end up on ``spark.jars``:
 * the Iceberg Spark runtime, as shipped in ``snowpark-connect-deps-iceberg``;
 * Iceberg's shaded Jackson, which that runtime jar lacks: pyspark's own Jackson
   jars relocated into ``org.apache.iceberg.shaded`` (see :mod:`.jar_relocation`);
-* tabletopic's writer classes (``java/``), compiled with ``javac`` against the two above;
+* tabletopic's writer classes (``java/tabletopic/``), compiled with ``javac`` against the two above;
 * for S3 storage and REST or Glue catalogs, the AWS SDK and a shaded httpclient5
   (see :mod:`.lake_jars`), added when a connector needs them and kept once built.
+
+One more jar goes on the driver JVM's own classpath in local mode: the classes Hadoop loads by name
+before ``spark.jars`` are there (``java/boot/``: a local file system that starts no processes).
 
 The cached jars are built once into a cache directory keyed by everything they are
 made from, under a file lock, and published with an atomic rename: two daemons
@@ -33,7 +36,7 @@ from tabletopic.write.lake_jars import build_lake_jars, cached_lake_jars
 RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 _JACKSON_JARS = ("jackson-core-2", "jackson-databind-2", "jackson-annotations-2")
 _JACKSON = Relocation("com.fasterxml.jackson", "org.apache.iceberg.shaded.com.fasterxml.jackson")
-_LAYOUT_VERSION = "1"  # bump when the way the cache is built changes
+_LAYOUT_VERSION = "2"  # bump when the way the cache is built changes
 
 
 class JavaNotFoundError(RuntimeError):
@@ -46,6 +49,7 @@ class JvmClasspath:
     shaded_jackson_jar: Path
     writer_jar: Path
     extra_jars: tuple[Path, ...] = ()
+    boot_jar: Path | None = None  # for the driver JVM's classpath, not spark.jars
 
     @property
     def jars(self) -> list[Path]:
@@ -100,18 +104,20 @@ def default_cache_dir() -> Path:
     return Path(base) / "tabletopic"
 
 
-def _java_sources() -> dict[str, bytes]:
-    root = resources.files("tabletopic.write") / "java" / "tabletopic"
+def _java_sources(*under: str) -> dict[str, bytes]:
+    root = resources.files("tabletopic.write").joinpath("java", *under, "tabletopic")
     return {f"tabletopic/{p.name}": p.read_bytes() for p in root.iterdir() if p.name.endswith(".java")}
 
 
-def _cache_key(runtime: Path, jackson: list[Path], sources: dict[str, bytes]) -> str:
+def _cache_key(runtime: Path, jackson: list[Path], sources: dict[str, bytes], boot: dict[str, bytes]) -> str:
     digest = hashlib.sha256(_LAYOUT_VERSION.encode())
     for jar in [runtime, *jackson]:
         stat = jar.stat()
         digest.update(f"{jar.name}:{stat.st_size}".encode())
     for name in sorted(sources):
         digest.update(name.encode() + sources[name])
+    for name in sorted(boot):
+        digest.update(b"boot/" + name.encode() + boot[name])
     return digest.hexdigest()[:16]
 
 
@@ -124,7 +130,8 @@ def build_classpath(cache_dir: Path | None = None, lake: bool = False) -> JvmCla
     result = _core_classpath(cache_dir)
     root = result.writer_jar.parent.parent
     extra = build_lake_jars(root, _stub_compiler) if lake else cached_lake_jars(root)
-    return JvmClasspath(result.runtime_jar, result.shaded_jackson_jar, result.writer_jar, tuple(extra or ()))
+    return JvmClasspath(result.runtime_jar, result.shaded_jackson_jar, result.writer_jar, tuple(extra or ()),
+                        result.boot_jar)
 
 
 def _stub_compiler(sources: dict[str, bytes], jar: Path) -> None:
@@ -140,10 +147,11 @@ def _core_classpath(cache_dir: Path | None) -> JvmClasspath:
     jackson = sorted(p for p in spark_jars.glob("jackson-*.jar") if p.name.startswith(_JACKSON_JARS))
     if len(jackson) != len(_JACKSON_JARS):
         raise RuntimeError(f"expected pyspark's jackson core/databind/annotations jars in {spark_jars}")
-    sources = _java_sources()
+    sources, boot = _java_sources(), _java_sources("boot")
     root = (cache_dir or default_cache_dir()) / "jvm"
-    target = root / _cache_key(runtime, jackson, sources)
-    result = JvmClasspath(runtime, target / "iceberg-shaded-jackson.jar", target / "tabletopic-writer.jar")
+    target = root / _cache_key(runtime, jackson, sources, boot)
+    result = JvmClasspath(runtime, target / "iceberg-shaded-jackson.jar", target / "tabletopic-writer.jar",
+                          boot_jar=target / "tabletopic-boot.jar")
     if target.exists():
         return result
     root.mkdir(parents=True, exist_ok=True)
@@ -158,6 +166,8 @@ def _core_classpath(cache_dir: Path | None) -> JvmClasspath:
             relocate_jars(jackson, staging / result.shaded_jackson_jar.name, _JACKSON)
             compile_jar(javac, sources, [*spark_jars.glob("*.jar"), runtime, staging / result.shaded_jackson_jar.name],
                      staging / result.writer_jar.name)
+            assert result.boot_jar is not None
+            compile_jar(javac, boot, spark_jars.glob("*.jar"), staging / result.boot_jar.name)
             os.rename(staging, target)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)

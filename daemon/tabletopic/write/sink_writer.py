@@ -205,21 +205,28 @@ class SinkWriter:
                 self._flush_error = exc
 
     async def _write(self, drained: Drained, resets: int) -> None:
-        handle = self._tables.get(drained.table)
-        self._in_flight.append(drained)
+        await self._write_group([drained], resets)
+
+    async def _write_group(self, group: list[Drained], resets: int) -> None:
+        """The rows of ``group``'s tables, in one Spark job (see :meth:`FileWriter.write_many`)."""
+        items = [(self._tables.get(d.table), d) for d in group]
+        self._in_flight.extend(group)
         try:
-            written = await asyncio.to_thread(self._writer.write, handle, drained)
+            written = await asyncio.to_thread(self._writer.write_many, items)
         finally:
-            self._in_flight.remove(drained)
+            for drained in group:
+                self._in_flight.remove(drained)
         if resets != self._resets:
             # Everything uncommitted was dropped while these files were written (a rejected answer,
             # a revocation): their rows are read again, so the files must not reach an answer.
-            log.info("dropped files written before a reset", table=drained.table, records=written.records)
+            log.info("dropped files written before a reset", tables=[d.table for d in group],
+                     records=sum(w.records for w in written))
             return
-        self._pending.setdefault(drained.table, []).append(written)
-        self._metrics.write_seconds.labels(table=drained.table).observe(written.seconds)
-        log.debug("wrote files", table=drained.table, files=written.file_count, records=written.records,
-                  seconds=round(written.seconds, 3))
+        for files in written:
+            self._pending.setdefault(files.table, []).append(files)
+            self._metrics.write_seconds.labels(table=files.table).observe(files.seconds)
+            log.debug("wrote files", table=files.table, files=files.file_count, records=files.records,
+                      seconds=round(files.seconds, 3))
 
     # -- answers --------------------------------------------------------------------------------------
     async def complete_write(self) -> WriteResult:
@@ -250,15 +257,11 @@ class SinkWriter:
             return WriteResult(positions, starts, cut_at, written, written_floors)
 
     async def _write_all(self, drained: list[Drained], resets: int) -> None:
-        """Each table's rows, up to ``parallelism`` Spark jobs at once. All of them end before this does;
-        then the first failure, if any, is raised."""
-        limit = asyncio.Semaphore(self._parallelism)
-
-        async def write(item: Drained) -> None:
-            async with limit:
-                await self._write(item, resets)
-
-        outcomes = await asyncio.gather(*(write(item) for item in drained), return_exceptions=True)
+        """Every table's rows, in up to ``parallelism`` Spark jobs at once, each writing a share of the
+        tables. All of them end before this does; then the first failure, if any, is raised."""
+        outcomes = await asyncio.gather(*(self._write_group(group, resets)
+                                          for group in shares(drained, self._parallelism)),
+                                        return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
@@ -331,3 +334,14 @@ class SinkWriter:
         self.buffers.clear()
         self._pending.clear()
         self._ledger.reset()
+
+
+def shares(drained: list[Drained], count: int) -> list[list[Drained]]:
+    """``drained`` split into at most ``count`` groups of about equal bytes, the largest placed first."""
+    groups: list[list[Drained]] = [[] for _ in range(min(count, len(drained)))]
+    loads = [0] * len(groups)
+    for item in sorted(drained, key=lambda d: d.nbytes, reverse=True):
+        least = loads.index(min(loads))
+        groups[least].append(item)
+        loads[least] += item.nbytes
+    return groups

@@ -8,11 +8,12 @@ catalog registered after start-up is picked up on first use.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,11 @@ class SparkRuntime:
         return self.session.sparkContext._jvm
 
     @property
+    def local(self) -> bool:
+        """Whether Spark runs in this process's JVM (``local`` master): its driver is its executors."""
+        return self._conf["spark.master"].startswith("local")
+
+    @property
     def lake(self) -> bool:
         return self._lake
 
@@ -133,6 +139,14 @@ class SparkRuntime:
     def _start(self) -> SparkSession:
         classpath = self._classpath or build_classpath(lake=self._lake)
         conf = dict(self._conf)
+        if conf["spark.master"].startswith("local") and classpath.boot_jar is not None:
+            # Hadoop's local file system with modes set by a system call: without Hadoop's native library
+            # it starts a chmod process for every file and directory it makes (java/boot/.../LocalFiles.java).
+            # Hadoop loads it by name before spark.jars are there: it goes on the driver's own classpath,
+            # which in local mode is every executor's.
+            conf.setdefault("spark.hadoop.fs.file.impl", "tabletopic.LocalFiles")
+            conf["spark.driver.extraClassPath"] = os.pathsep.join(
+                [str(classpath.boot_jar), *filter(None, [conf.get("spark.driver.extraClassPath")])])
         existing = conf.get("spark.jars")
         conf["spark.jars"] = ",".join([str(p) for p in classpath.jars] + self._extra_jars
                                       + ([existing] if existing else []))
@@ -218,23 +232,15 @@ class SparkRuntime:
         an Arrow IPC stream in a temp file, one record batch per Spark partition.
         """
         session = self.activate()
-        schema = from_arrow_schema(table.schema, prefer_timestamp_ntz=True)  # a zone-less timestamp stays one
         if table.num_rows and table.column(0).num_chunks > _MAX_TASKS:
             # Each chunk would become a Spark task and at least one file: merge the small
             # chunks that buffering leaves behind (one per fetch) before splitting evenly.
             table = table.combine_chunks()
-        fd, path = tempfile.mkstemp(prefix="tabletopic-", suffix=".arrow")
-        try:
-            with os.fdopen(fd, "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
-                for batch in table.to_batches(max_chunksize=_batch_rows(table)):
-                    writer.write_batch(batch)
+        with arrow_file(table, _batch_rows(table)) as (path, schema):
             jvm = session.sparkContext._jvm
             batches = jvm.org.apache.spark.sql.api.python.PythonSQLUtils.readArrowStreamFromFile(path)
-            jdf = jvm.org.apache.spark.sql.api.python.PythonSQLUtils.toDataFrame(
-                batches, schema.json(), session._jsparkSession
-            )
-        finally:
-            os.unlink(path)
+            jdf = jvm.org.apache.spark.sql.api.python.PythonSQLUtils.toDataFrame(batches, schema,
+                                                                                 session._jsparkSession)
         return DataFrame(jdf, session)
 
     def stop(self) -> None:
@@ -244,11 +250,26 @@ class SparkRuntime:
                 self._session = None
 
 
+@contextlib.contextmanager
+def arrow_file(table: pa.Table, batch_rows: int | None = None) -> Iterator[tuple[str, str]]:
+    """``table`` as an Arrow IPC stream in a temp file, for the JVM to read, and its Spark type as JSON;
+    the file is removed on leaving."""
+    schema = from_arrow_schema(table.schema, prefer_timestamp_ntz=True)  # a zone-less timestamp stays one
+    fd, path = tempfile.mkstemp(prefix="tabletopic-", suffix=".arrow")
+    try:
+        with os.fdopen(fd, "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+            for batch in table.to_batches(max_chunksize=batch_rows):
+                writer.write_batch(batch)
+        yield path, schema.json()
+    finally:
+        os.unlink(path)
+
+
 def _batch_rows(table: pa.Table) -> int:
     # Split only big flushes: each batch becomes a Spark task and at least one file
     # per table partition, and small files cost every reader later.
-    return max(_MIN_ROWS_PER_TASK, -(-table.num_rows // _MAX_TASKS))
+    return max(MIN_ROWS_PER_TASK, -(-table.num_rows // _MAX_TASKS))
 
 
-_MIN_ROWS_PER_TASK = 100_000
+MIN_ROWS_PER_TASK = 100_000
 _MAX_TASKS = 4

@@ -16,7 +16,7 @@ from tabletopic.convert.records import SinkRecords
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.file_writer import WrittenFiles
 from tabletopic.write.iceberg_tables import TableHandle
-from tabletopic.write.sink_writer import SinkWriter
+from tabletopic.write.sink_writer import SinkWriter, shares
 from tabletopic.write.write_result import TableFiles
 from tests.unit.fakes import TP0, metrics, run
 
@@ -44,25 +44,29 @@ class _Files:
     def __init__(self) -> None:
         self.hold, self.release, self.started = False, threading.Event(), threading.Event()
 
-    def write(self, handle: TableHandle, drained: Drained) -> WrittenFiles:
+    def write_many(self, items: list[tuple[TableHandle, Drained]]) -> list[WrittenFiles]:
         self.started.set()
         if self.hold:
             self.release.wait(10)
-        return _written(drained)
+        return [_written(drained) for _, drained in items]
 
 
 class _Barrier:
-    """Each write waits until ``parties`` writes run at once (or fails at once if ``fail`` names its table)."""
+    """Each job waits until ``parties`` jobs run at once (or fails at once if ``fail`` names one of its tables)."""
 
     def __init__(self, parties: int, fail: str | None = None) -> None:
-        self.barrier, self.fail, self.ended = threading.Barrier(parties, timeout=10), fail, []
+        self.barrier, self.fail = threading.Barrier(parties, timeout=10), fail
+        self.ended: list[str] = []
+        self.jobs: list[list[str]] = []
 
-    def write(self, handle: TableHandle, drained: Drained) -> WrittenFiles:
-        if drained.table == self.fail:
-            raise RuntimeError(f"the JVM refused {drained.table}")
-        self.barrier.wait()  # raises BrokenBarrierError unless every write runs at once
-        self.ended.append(drained.table)
-        return _written(drained)
+    def write_many(self, items: list[tuple[TableHandle, Drained]]) -> list[WrittenFiles]:
+        tables = [drained.table for _, drained in items]
+        if self.fail in tables:
+            raise RuntimeError(f"the JVM refused {self.fail}")
+        self.barrier.wait()  # raises BrokenBarrierError unless every job runs at once
+        self.ended.extend(tables)
+        self.jobs.append(tables)
+        return [_written(drained) for _, drained in items]
 
 
 class _Writer(SinkWriter):
@@ -147,6 +151,33 @@ def test_a_round_writes_its_tables_at_once_up_to_the_parallelism() -> None:
 
     result = run(scenario())
     assert sorted(result.written) == ["db.a", "db.b", "db.c"] and sorted(files.ended) == sorted(result.written)
+
+
+def test_many_tables_are_written_in_as_many_jobs_as_the_parallelism() -> None:
+    """Seven tables, two jobs at once: each job writes a share of the tables, every table once."""
+    files = _Barrier(2)
+    writer, ledger = _sink({}, files, parallelism=2)
+    tables = [f"db.t{i}" for i in range(7)]
+
+    async def scenario() -> Any:
+        for i, table in enumerate(tables):
+            writer.buffer(table, [_rows(("t", i), 0, 10 * (i + 1))])
+            ledger.accept(("t", i), 0, 10 * (i + 1))
+        return await writer.complete_write()
+
+    result = run(scenario())
+    assert sorted(result.written) == tables
+    assert len(files.jobs) == 2 and sorted(t for job in files.jobs for t in job) == tables
+
+
+def test_shares_split_tables_by_bytes_and_never_make_an_empty_job() -> None:
+    def drained(table: str, nbytes: int) -> Drained:
+        return Drained(table, pa.table({"id": pa.array([], pa.int64())}), 0, nbytes, None, {}, None, None)  # type: ignore[arg-type]
+
+    big, *small = [drained("db.big", 900), *(drained(f"db.s{i}", 100) for i in range(9))]
+    groups = shares([big, *small], 2)
+    assert [sum(d.nbytes for d in g) for g in groups] == [900, 900] and groups[0] == [big]
+    assert shares(small[:1], 4) == [small[:1]] and shares([], 4) == []
 
 
 def test_a_failed_write_fails_the_answer_after_the_others_end() -> None:

@@ -31,7 +31,8 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * Runs on an executor: writes one Spark partition's rows into Parquet files of one table.
+ * Writes one Spark partition's rows into Parquet files of one table, on an executor (or on the
+ * driver, for a {@link LocalWrite}).
  *
  * <p>Data rows go to data files; key rows go to equality-delete files. Files roll at the table's
  * target size and fan out by partition. Nothing is committed here: the files travel back to the
@@ -73,7 +74,18 @@ final class TaskFileWriter implements FlatMapFunction<Iterator<InternalRow>, Con
 
   @Override
   public Iterator<ContentFile<?>> call(Iterator<InternalRow> rows) throws IOException {
-    Writers writers = new Writers(table.value(), TaskContext.get());
+    TaskContext task = TaskContext.get();
+    return write(table.value(), task.partitionId(), task.taskAttemptId(), rows).iterator();
+  }
+
+  /**
+   * Writes {@code rows} into files of {@code tbl}; {@code partitionId} and {@code taskId} make their
+   * names unique within the operation. Runs in a Spark task, or on the driver for rows too few to
+   * be worth a job ({@link LocalWrite}).
+   */
+  List<ContentFile<?>> write(Table tbl, int partitionId, long taskId, Iterator<InternalRow> rows)
+      throws IOException {
+    Writers writers = new Writers(tbl, partitionId, taskId);
     try {
       Map<PartitionKey, List<InternalRow>> waiting = writeOrQueue(rows, writers);
       writers.closeAll();
@@ -85,7 +97,7 @@ final class TaskFileWriter implements FlatMapFunction<Iterator<InternalRow>, Con
       writers.abort(e);
       throw e;
     }
-    return writers.written.iterator();
+    return writers.written;
   }
 
   /**
@@ -125,11 +137,11 @@ final class TaskFileWriter implements FlatMapFunction<Iterator<InternalRow>, Con
     final Map<PartitionKey, FileWriter<InternalRow, ?>> open = new HashMap<>();
     final List<ContentFile<?>> written = new ArrayList<>();
 
-    Writers(Table tbl, TaskContext task) {
+    Writers(Table tbl, int partitionId, long taskId) {
       this.tbl = tbl;
       this.spec = tbl.specs().get(specId);
       this.files =
-          OutputFileFactory.builderFor(tbl, task.partitionId(), task.taskAttemptId())
+          OutputFileFactory.builderFor(tbl, partitionId, taskId)
               .format(FileFormat.PARQUET)
               .operationId(operationId)
               .build();
