@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 
+from tabletopic.offsets.source_offsets import decode, offsets_key, round_start_key
 from tabletopic.route.router import topic_table
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
@@ -23,24 +23,27 @@ from tests.support import (
 )
 
 
+@pytest.mark.timeout(420)
 @pytest.mark.slow
-def test_each_topic_becomes_its_table_and_a_new_topic_is_picked_up(bootstrap: str, warehouse: Warehouse,
-                                                                   tmp_path: Path) -> None:
+def test_fifty_topics_become_their_tables_a_new_one_too_and_survive_a_sigkill_mid_round(
+        bootstrap: str, warehouse: Warehouse, tmp_path: Path) -> None:
     prefix = unique("events")
-    topics = [f"{prefix}.orders", f"{prefix}.Clicks", f"{prefix}.user-signups"]
+    named = [f"{prefix}.orders", f"{prefix}.Clicks", f"{prefix}.user-signups"]
+    topics = named + [f"{prefix}.t{i:02d}" for i in range(47)]
     late = f"{prefix}.refunds"
+    partitions = {**{t: 1 for t in topics}, **{t: 2 for t in [*named, late]}}
     for topic in topics:
-        create_topic(bootstrap, topic, 2)
+        create_topic(bootstrap, topic, partitions[topic])
     other = unique("other")  # matches no regex: never a table
     create_topic(bootstrap, other, 1)
     produce(bootstrap, other, [(None, b'{"id": 1}', 0)])
     namespace = "tt"
     tables = {t: topic_table(namespace, t) for t in [*topics, late]}
-    assert tables[f"{prefix}.Clicks"] == f"tt.{prefix}_clicks" and tables[topics[2]] == f"tt.{prefix}_user_signups"
+    assert tables[named[1]] == f"tt.{prefix}_clicks" and tables[named[2]] == f"tt.{prefix}_user_signups"
     interval_ms = 2000
     connector = {"name": unique("tabletopic"), "topics.regex": f"{prefix}\\..*",
                  "tabletopic.table-topic.enabled": "true", "tabletopic.table-topic.namespace": namespace,
-                 f"iceberg.table.{tables[topics[0]]}.partition-by": "bucket(id, 4)",
+                 f"iceberg.table.{tables[named[0]]}.partition-by": "bucket(id, 4)",
                  "iceberg.control.commit.interval-ms": str(interval_ms), **warehouse.connector_props()}
     group = f"connect-{connector['name']}"
     daemon = DaemonProcess(tmp_path, worker_props(bootstrap, **{"value.converter.schemas.enable": "false"}),
@@ -49,18 +52,26 @@ def test_each_topic_becomes_its_table_and_a_new_topic_is_picked_up(bootstrap: st
 
     def send(topic: str, n: int) -> None:
         first = sent[topic]
-        produce(bootstrap, topic, [(None, json.dumps({"id": first + i, "topic": topic}).encode(), i % 2)
-                                   for i in range(n)])
+        produce(bootstrap, topic, [(None, json.dumps({"id": first + i, "topic": topic}).encode(),
+                                    i % partitions[topic]) for i in range(n)])
         sent[topic] += n
 
     def committed(topic: str) -> int:
-        """The topic's offsets as its own table records them (a snapshot records the connector's others too)."""
-        return sum(o for (t, _), o in warehouse.offsets(tables[topic], group).items() if t == topic)
+        return sum(warehouse.offsets(tables[topic], group).values())
+
+    def recorded_topics(topic: str) -> set[str]:
+        """The topics the newest snapshot of the topic's table names, in its offsets and its round starts."""
+        summary = warehouse.snapshots(tables[topic])[-1]["summary"]
+        named_there = {t for t, _ in decode(summary[offsets_key(group)])}
+        return named_there | {t for t, _ in decode(summary.get(round_start_key(group)) or "{}")}
+
+    def commits() -> int:
+        return daemon.output().count('"event": "committed"')
 
     for topic in topics:
-        send(topic, 500)
+        send(topic, 500 if topic in named else 20)
     daemon.start()
-    wait_until(lambda: all(committed(t) == 500 for t in topics), 120, "three tables", daemon)
+    wait_until(lambda: all(committed(t) == sent[t] for t in topics), 180, "fifty tables", daemon)
 
     # A topic created while the daemon runs: its table within two intervals of the watch noticing it,
     # which lists topics once an interval (by construction, not timed here: the wait is generous).
@@ -68,20 +79,26 @@ def test_each_topic_becomes_its_table_and_a_new_topic_is_picked_up(bootstrap: st
     send(late, 300)
     wait_until(lambda: committed(late) == 300, 60, "the new topic's table", daemon)
     assert "new topics match topics.regex" in daemon.output()
-
-    # Killed with records read but not committed; restarted, every table ends exact.
+    # Each table records its own topic's partitions alone: the new topic grew no other table's summary.
     for topic in [*topics, late]:
-        send(topic, 400)
-    time.sleep(interval_ms / 1000 / 2)
+        assert recorded_topics(topic) == {topic}, topic
+
+    # Killed as the first table of a round that holds a wave on every topic commits: the round is cut
+    # between its tables (fifty commits, two at a time). Restarted, every table ends exact.
+    before = commits()
+    for topic in [*topics, late]:
+        send(topic, 40)
+    wait_until(lambda: commits() > before, 60, "a round's first commit", daemon, every=0.02)
     daemon.kill()
+    cut = sum(committed(t) == sent[t] for t in [*topics, late])
     daemon.start()
-    wait_until(lambda: all(committed(t) == sent[t] for t in tables), 120, "every table after the restart", daemon)
+    wait_until(lambda: all(committed(t) == sent[t] for t in tables), 180, "every table after the restart", daemon)
     assert daemon.terminate() == 0, daemon.output()[-3000:]
 
     for topic, table in tables.items():
         got = warehouse.sql(f"SELECT count(*), count(DISTINCT id), min(topic), max(topic) FROM {{c}}.{table}")[0]
-        assert tuple(got) == (sent[topic], sent[topic], topic, topic), table
-    spec = str(warehouse.table(tables[topics[0]]).spec())
+        assert tuple(got) == (sent[topic], sent[topic], topic, topic), (table, f"{cut} tables had the wave")
+    spec = str(warehouse.table(tables[named[0]]).spec())
     assert "bucket[4]" in spec, spec
     assert not warehouse.exists(topic_table(namespace, other))
 

@@ -99,3 +99,43 @@ def test_commit_branch_force_optional_and_case_insensitive(bootstrap: str, spark
     assert code == 0
     rows = warehouse.sql(f"SELECT id, Name FROM {{c}}.{table} VERSION AS OF 'staging' WHERE id >= 100")
     assert sorted((r[0], r[1]) for r in rows) == [(100 + i, f"m{i}") for i in range(5)]
+
+
+def test_a_commit_past_max_count_snapshots_expires_the_oldest_and_their_files(
+        bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
+    """An append table in auto maintenance: twelve waves, a commit each; never more than five snapshots."""
+    import threading
+    import time
+    from pathlib import Path
+
+    topic, table = unique("bounded"), "bounded.events"
+    create_topic(bootstrap, topic, 1)
+    connector = connector_props("bounded", topic, table, warehouse, {
+        "iceberg.tables.auto-create-enabled": "true", "value.converter.schemas.enable": "false",
+        "iceberg.control.commit.interval-ms": "500", "tabletopic.maintenance.snapshots.max-count": "4"})
+    waves, per_wave = 12, 10
+    sequence: list[int] = []
+
+    def produce_waves() -> None:
+        for wave in range(waves):
+            produce(bootstrap, topic, [(None, json.dumps({"id": wave * per_wave + i}).encode(), 0)
+                                       for i in range(per_wave)])
+            deadline = time.monotonic() + 30  # each wave committed before the next: a snapshot each
+            while time.monotonic() < deadline and sum(warehouse.offsets(table, group).values()) < (wave + 1) * per_wave:
+                time.sleep(0.1)
+            sequence.append(len(warehouse.snapshots(table)))
+
+    group = f"connect-{connector['name']}"
+    producer = threading.Thread(target=produce_waves, daemon=True)
+    producer.start()
+    code, _ = run_in_process(spark, worker_props(bootstrap), [connector], timeout=180, until=lambda d: sum(
+        d.connectors[0].task.committed_offsets(table).values()) >= waves * per_wave and not producer.is_alive())
+    assert code == 0
+    java = warehouse.table(table)
+    java.refresh()
+    commits = int(java.currentSnapshot().sequenceNumber())
+    assert commits >= waves and max(sequence) <= 5, (commits, sequence)
+    assert sorted(r.id for r in warehouse.rows(table, "id")) == list(range(waves * per_wave))
+    # The manifest lists of the expired snapshots were deleted with them.
+    lists = list(Path(warehouse.location(table), "metadata").glob("snap-*.avro"))
+    assert len(lists) == len(warehouse.snapshots(table)), lists

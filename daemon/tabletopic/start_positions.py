@@ -37,9 +37,9 @@ def table_reader(tables: IcebergTables, group_id: str) -> Callable[[str], Record
 class StartPositions:
     def __init__(self, config: ConnectorConfig, tables: IcebergTables, ledger: PartitionLedger,
                  writer: SinkWriter, read_table: Callable[[str], Recorded], group_offsets: GroupOffsets,
-                 outages: SystemOutages, log: Any) -> None:
+                 outages: SystemOutages, log: Any, feeds: TableFeeds | None = None) -> None:
         self._config = config
-        self._feeds = TableFeeds.of(config)
+        self._feeds = feeds if feeds is not None else TableFeeds.of(config, "earliest")
         self._read_table = read_table
         self._tables = tables
         self._ledger = ledger
@@ -89,7 +89,7 @@ class StartPositions:
         known = await self._read_tables(lambda: self._known_tables(tps))
         by_table = await self._read_tables(lambda: {t: self._read_table(t) for t in known})
         group = await self._group_offsets(sorted(tps))
-        if self._feeds.per_table and unanchored(tps, by_table, group):
+        if self._feeds.starts_of_unrecorded and unanchored(tps, by_table, group):
             # A partition no table records, without a group offset: only another table's round start
             # may say where rows of it that a crash left owed began (offsets/table_scope.py).
             more = await self._read_tables(lambda: self._every_table(set(known)))

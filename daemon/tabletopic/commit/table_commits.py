@@ -122,7 +122,7 @@ class TableCommits:
             behind = any(tp in offsets and offsets[tp] < pos for tp, pos in positions.items())
             if behind and self._rounds - self._last_commit.get(table, 0) >= self._refresh_rounds:
                 targets.add(table)
-        fresh = unrecorded(starts, self._offsets)
+        fresh = unrecorded(starts, self._offsets) if self._feeds.starts_of_unrecorded else frozenset()
         results = await asyncio.gather(*(self._commit_table(t, by_table.get(t), positions, starts, started, epoch,
                                                             self._scope(t, fresh))
                                          for t in sorted(targets)))

@@ -65,12 +65,16 @@ class CommitResult:
 class TableCommitter:
     def __init__(self, jvm_provider: Any, connector: str, group_id: str,
                  on_retry: Callable[[str], None] | None = None,
-                 positions: Callable[[str], AbstractContextManager[int]] = lambda table: nullcontext(0)) -> None:
+                 positions: Callable[[str], AbstractContextManager[int]] = lambda table: nullcontext(0),
+                 snapshot_bound: Callable[[str], int] = lambda table: 0) -> None:
         """``positions(table)`` is held around each commit of ``table``, and gives the most rows the commit
         may read to carry position deletes in place of its equality deletes (0: never);
-        see :class:`tabletopic.maintain.commit_positions.CommitPositions`."""
+        see :class:`tabletopic.maintain.commit_positions.CommitPositions`. ``snapshot_bound(table)`` is the
+        most snapshots a commit leaves before expiring the oldest (0: none), see
+        ``tabletopic.maintenance.snapshots.max-count``."""
         self._jvm = jvm_provider
         self._positions = positions
+        self._snapshot_bound = snapshot_bound
         self._connector = connector
         self._group_id = group_id
         self._on_retry = on_retry
@@ -136,7 +140,8 @@ class TableCommitter:
                 props = {property_key(self._group_id, handle.branch): property_value(merged, epoch, starts)}
                 with self._positions(handle.name) as up_to_rows:
                     sought = up_to_rows > 0
-                    snapshot_id = int(writer.commit(table, handle.branch, files, summary, base, props, up_to_rows))
+                    snapshot_id = int(writer.commit(table, handle.branch, files, summary, base, props, up_to_rows,
+                                                    self._snapshot_bound(handle.name)))
             except JAVA_ERRORS as exc:
                 message = java_error_message(exc)
                 if "ValidationException" in message and attempt < _VALIDATION_RETRIES:

@@ -24,6 +24,7 @@ class MaintenanceSettings:
     max_group_bytes: int  # one rewrite job's input: what a round may wait behind
     snapshot_age_s: float
     retain_last: int
+    max_snapshots: int  # a commit finding more expires the oldest, down to half of this; 0: never
     orphan_age_s: float
     orphan_interval_s: float
     max_manifests: int
@@ -54,6 +55,12 @@ class MaintenanceSettings:
         return self.mode == "true" or (self.mode == "auto" and keyed)
 
     @property
+    def snapshot_bound(self) -> int:
+        """The most snapshots a commit leaves a table with before expiring the oldest (0: no bound). Unlike
+        the looks, it holds for append tables in ``auto`` mode too: their metadata grows with every commit."""
+        return 0 if self.mode == "false" else self.max_snapshots
+
+    @property
     def max_file_wait_s(self) -> float:
         """How long written files may wait for their commit: half the orphan guard, so that orphan
         removal can never take a file that is still on its way to a snapshot."""
@@ -73,6 +80,7 @@ def settings_from(values: dict[str, Any]) -> MaintenanceSettings:
         max_group_bytes=values[p + "compaction.max-group-bytes"],
         snapshot_age_s=values[p + "snapshots.older-than-ms"] / 1000,
         retain_last=values[p + "snapshots.retain-last"],
+        max_snapshots=values[p + "snapshots.max-count"],
         orphan_age_s=values[p + "orphans.older-than-ms"] / 1000,
         orphan_interval_s=values[p + "orphans.interval-ms"] / 1000,
         max_manifests=values[p + "manifests.max-count"],

@@ -289,3 +289,8 @@ def distributed_problems(worker: WorkerConfig) -> list[Problem]:
     if worker.config_topic and worker.config_topic == worker.status_topic:
         problems.append(Problem("status.storage.topic", worker.status_topic, "must differ from config.storage.topic"))
     return problems
+
+
+def offset_reset(worker: WorkerConfig, consumer_overrides: Mapping[str, str]) -> str:
+    """A connector's ``auto.offset.reset``: its ``consumer.override.*`` first, then the worker's."""
+    return {**worker.consumer_props, **consumer_overrides}.get("auto.offset.reset", worker.auto_offset_reset)

@@ -19,7 +19,7 @@ from tabletopic.commit.member import Member
 from tabletopic.commit.table_commits import TableCommits
 from tabletopic.commit.table_committer import TableCommitter
 from tabletopic.config.connector import ConnectorConfig
-from tabletopic.config.worker import WorkerConfig
+from tabletopic.config.worker import WorkerConfig, offset_reset
 from tabletopic.consume.agent import FaustConsumer
 from tabletopic.consume.group_offsets import committed_offsets
 from tabletopic.failed_records import FailedRecords
@@ -65,7 +65,7 @@ class ConnectorParts:
         return self.sink.task
 
 
-def build_sink(config: ConnectorConfig, clients: KafkaClients, spark: SparkRuntime,
+def build_sink(config: ConnectorConfig, worker: WorkerConfig, clients: KafkaClients, spark: SparkRuntime,
                metrics: SinkMetrics) -> SinkParts:
     connector_log = log.bind(connector=config.name)
     tables = IcebergTables(spark, config)
@@ -77,15 +77,17 @@ def build_sink(config: ConnectorConfig, clients: KafkaClients, spark: SparkRunti
                             lambda: {*tables.known(), *(config.tables or [])},
                             enabled=lambda table: config.maintenance.enabled_for(config.table(table).keyed),
                             table_settings=config.maintenance_of)
+    feeds = TableFeeds.of(config, offset_reset(worker, config.consumer_overrides))
     committer = TableCommitter(lambda: spark.jvm, config.name, config.group_id,
                                lambda table: metrics.commit_retries.labels(table=table).inc(),
-                               maintainer.commit_positions.committing)
+                               maintainer.commit_positions.committing,
+                               lambda table: config.maintenance_of(table).snapshot_bound)
     table_commits = TableCommits(tables, committer, metrics, config.group_id, list(config.tables or []),
                                  config.offsets_refresh_rounds, config.commit_timeout_ms / 1000, config.commit_threads,
-                                 TableFeeds.of(config))
+                                 feeds)
     outages = SystemOutages(config.catalog_max_failures, metrics, connector_log)
     starts = StartPositions(config, tables, ledger, writer, read_table,
-                            lambda tps: committed_offsets(clients, config.group_id, tps), outages, connector_log)
+                            lambda tps: committed_offsets(clients, config.group_id, tps), outages, connector_log, feeds)
     task = SinkTask(config, metrics, Staging(config), ledger, writer, starts, FailedRecords(config, metrics, clients),
                     outages)
     return SinkParts(tables, task, table_commits, maintainer)

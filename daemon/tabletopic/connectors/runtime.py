@@ -106,7 +106,8 @@ class ConnectorRuntime:
             if probe:
                 for role in ("consumer", "producer"):
                     await clients.probe(role)
-            sink = await asyncio.to_thread(build_sink, self.config, clients, self._spark, self._metrics)
+            sink = await asyncio.to_thread(build_sink, self.config, self._worker, clients, self._spark,
+                                         self._metrics)
             self.parts = build_parts(sink, self.config, self._worker, clients, self._metrics)
             member, consumer = self.parts.member, self.parts.consumer
             await asyncio.to_thread(check_catalog, sink.tables, self.config)

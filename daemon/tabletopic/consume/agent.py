@@ -22,7 +22,7 @@ from faust.types import TP
 
 from tabletopic.commit.member import Member
 from tabletopic.config.connector import ConnectorConfig
-from tabletopic.config.worker import WorkerConfig
+from tabletopic.config.worker import WorkerConfig, offset_reset
 from tabletopic.consume.batch_fetch import BatchingApp, Fetch
 from tabletopic.consume.continuity import STALE, Decision, decide
 from tabletopic.consume.faust_aiokafka import commit_offsets, kafka_consumer, paused_partitions, set_resubscribe_delay
@@ -76,7 +76,7 @@ class FaustConsumer:
             broker_commit_every=_NEVER,
             broker_commit_interval=float(_NEVER),
             broker_max_poll_records=worker.max_poll_records,
-            consumer_auto_offset_reset=overrides.get("auto.offset.reset", worker.auto_offset_reset),
+            consumer_auto_offset_reset=offset_reset(worker, config.consumer_overrides),
             stream_wait_empty=False,
             stream_buffer_maxsize=max(4096, worker.max_poll_records * 2),
             loghandlers=[],

@@ -1,10 +1,11 @@
 """What one table's snapshot records: the offsets of the partitions that feed it, and round starts.
 
 A table records the offsets of the partitions that feed it (:mod:`tabletopic.route.table_feeds`), so
-where a partition resumes is decided by the tables fed by it. The round start of a partition that
-no table records yet goes into every table the round commits: a crash between two of the round's
-snapshots can leave the table owed its rows without a record of it, and only another table's round
-start then says where those rows began. Once a table records the partition, that entry is dropped.
+where a partition resumes is decided by the tables fed by it. Where reading a partition anew does not
+start at its earliest offset, the round start of a partition that no table records yet goes into
+every table the round commits: a crash between two of the round's snapshots can leave the table owed
+its rows without a record of it, and only another table's round start then says where those rows
+began. Once a table records the partition, that entry is dropped.
 """
 
 from __future__ import annotations

@@ -16,12 +16,14 @@ from tabletopic.topic_partition import TopicPartition
 
 
 class TableFeeds:
-    def __init__(self, table_topic_namespace: str | None) -> None:
+    def __init__(self, table_topic_namespace: str | None, offset_reset: str = "earliest") -> None:
+        """``offset_reset`` is the connector's ``auto.offset.reset``: where a partition nothing records is read."""
         self._namespace = table_topic_namespace
+        self._offset_reset = offset_reset
 
     @classmethod
-    def of(cls, config: ConnectorConfig) -> TableFeeds:
-        return cls(config.table_topic_namespace)
+    def of(cls, config: ConnectorConfig, offset_reset: str) -> TableFeeds:
+        return cls(config.table_topic_namespace, offset_reset)
 
     @property
     def per_table(self) -> bool:
@@ -32,6 +34,15 @@ class TableFeeds:
     def namespace(self) -> str | None:
         """Table Topic mode's namespace: every table of the connector lies in it."""
         return self._namespace
+
+    @property
+    def starts_of_unrecorded(self) -> bool:
+        """Whether the round starts of partitions no table records must be kept in other tables.
+
+        Only a partition without a group offset needs them: read anew it starts at ``auto.offset.reset``,
+        and from ``earliest`` that is at or below any round start, so they are needed only otherwise.
+        """
+        return self.per_table and self._offset_reset != "earliest"
 
     def table_of(self, tp: TopicPartition) -> str | None:
         """The one table ``tp`` feeds, or None when routing may send it to any."""

@@ -10,8 +10,8 @@ from tabletopic.maintain.table_stats import SnapshotInfo, TableStats
 
 SETTINGS = MaintenanceSettings(mode="auto", interval_s=0, conversion="look", commit_max_rows=0, min_input_files=10,
                                cheap_rewrite_bytes=64 << 20, delete_files=8,
-                               max_group_bytes=1 << 28, snapshot_age_s=3600, retain_last=2, orphan_age_s=86400,
-                               orphan_interval_s=86400, max_manifests=50)
+                               max_group_bytes=1 << 28, snapshot_age_s=3600, retain_last=2, max_snapshots=200,
+                               orphan_age_s=86400, orphan_interval_s=86400, max_manifests=50)
 NOW = 100 * 3_600_000
 G = frozenset({"connect-a"})
 

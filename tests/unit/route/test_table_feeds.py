@@ -15,3 +15,11 @@ def test_in_table_topic_mode_a_partition_feeds_its_own_topics_table_alone() -> N
     assert feeds.table_of(("Events.Orders-v2", 1)) == "tt.events_orders_v2"
     assert feeds.feeds("tt.events_orders_v2", ("Events.Orders-v2", 0))
     assert not feeds.feeds("tt.events_orders_v2", ("events.clicks", 0))
+
+
+def test_round_starts_of_unrecorded_partitions_are_kept_only_when_reading_anew_skips_records() -> None:
+    # From earliest, a partition nothing records is read from at or below any round start.
+    assert not TableFeeds("tt").starts_of_unrecorded
+    assert not TableFeeds("tt", "earliest").starts_of_unrecorded
+    assert TableFeeds("tt", "latest").starts_of_unrecorded
+    assert not TableFeeds(None, "latest").starts_of_unrecorded  # every table records every partition

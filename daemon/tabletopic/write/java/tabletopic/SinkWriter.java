@@ -84,7 +84,7 @@ public final class SinkWriter {
       Map<String, String> summary,
       long baseSnapshotId,
       Map<String, String> tableProps) {
-    return commitWith(table, branch, files, null, summary, baseSnapshotId, tableProps);
+    return commitWith(table, branch, files, null, summary, baseSnapshotId, tableProps, 0);
   }
 
   /**
@@ -103,6 +103,25 @@ public final class SinkWriter {
       long baseSnapshotId,
       Map<String, String> tableProps,
       long positionsUpToRows) {
+    return commit(table, branch, files, summary, baseSnapshotId, tableProps, positionsUpToRows, 0);
+  }
+
+  /**
+   * {@link #commit(Table, String, List, Map, long, Map, long)}, and a commit to main that finds more
+   * than {@code maxSnapshots} snapshots (when that is above 0) expires the oldest in the same
+   * transaction, down to half of it: each snapshot is a part of the metadata file every commit
+   * rewrites. The files only they reference are deleted once the transaction committed.
+   */
+  public static long commit(
+      Table table,
+      String branch,
+      List<ContentFile<?>> files,
+      Map<String, String> summary,
+      long baseSnapshotId,
+      Map<String, String> tableProps,
+      long positionsUpToRows,
+      int maxSnapshots) {
+    int retain = branch == null ? expiryRetains(table, maxSnapshots) : 0;
     CommitDeletes.AtCommit resolved = null;
     if (positionsUpToRows > 0 && branch == null) {
       try {
@@ -113,7 +132,19 @@ public final class SinkWriter {
         LOG.warn("commit to {} carries its equality deletes: finding their rows failed", table.name(), e);
       }
     }
-    return commitWith(table, branch, files, resolved, summary, baseSnapshotId, tableProps);
+    return commitWith(table, branch, files, resolved, summary, baseSnapshotId, tableProps, retain);
+  }
+
+  /** How many snapshots an expiry in the commit keeps: half of {@code maxSnapshots}; 0: no expiry. */
+  private static int expiryRetains(Table table, int maxSnapshots) {
+    if (maxSnapshots <= 0) {
+      return 0;
+    }
+    int count = 0;
+    for (Snapshot ignored : table.snapshots()) {
+      count++;
+    }
+    return count > maxSnapshots ? Math.max(1, maxSnapshots / 2) : 0;
   }
 
   /**
@@ -138,10 +169,12 @@ public final class SinkWriter {
       CommitDeletes.AtCommit resolved,
       Map<String, String> summary,
       long baseSnapshotId,
-      Map<String, String> tableProps) {
+      Map<String, String> tableProps,
+      int retain) {
     if (resolved != null) {
       try {
-        long id = commitOnce(table, branch, resolved, resolved.files(), summary, baseSnapshotId, tableProps);
+        long id =
+            commitOnce(table, branch, resolved, resolved.files(), summary, baseSnapshotId, tableProps, retain);
         resolved.dropReplaced(table);
         return id;
       } catch (ValidationException | IllegalArgumentException e) {
@@ -155,7 +188,7 @@ public final class SinkWriter {
         throw e;
       }
     }
-    return commitOnce(table, branch, null, files, summary, baseSnapshotId, tableProps);
+    return commitOnce(table, branch, null, files, summary, baseSnapshotId, tableProps, retain);
   }
 
   private static long commitOnce(
@@ -165,7 +198,8 @@ public final class SinkWriter {
       List<ContentFile<?>> files,
       Map<String, String> summary,
       long baseSnapshotId,
-      Map<String, String> tableProps) {
+      Map<String, String> tableProps,
+      int retain) {
     Transaction txn = table.newTransaction();
     RowDelta delta = txn.newRowDelta().scanManifestsWith(IN_THIS_THREAD);
     for (ContentFile<?> file : files) {
@@ -199,6 +233,11 @@ public final class SinkWriter {
       org.apache.iceberg.UpdateProperties props = txn.updateProperties();
       tableProps.forEach(props::set);
       props.commit();
+    }
+    if (retain > 0) {
+      // Every snapshot older than the newest ``retain`` of main goes (other refs keep theirs); in a
+      // transaction the files they alone reference are deleted only once it committed.
+      txn.expireSnapshots().expireOlderThan(Long.MAX_VALUE).retainLast(retain).commit();
     }
     // On a conflict the transaction re-applies the RowDelta to fresh metadata, validation included.
     txn.commitTransaction();
