@@ -1,21 +1,28 @@
-"""Many tables in one daemon: Table Topic mode with one table per topic, beside one table for the same records.
+"""Many tables in one daemon: one table per topic, beside one table for the same records.
 
 Creates ``--topics`` topics (``tt.t0000`` ...), one partition each, with ``--per-topic`` JSON records
-each, on the bundled broker. Then, in this one run:
+each, on the bundled broker. Each record names its topic's table in a ``table`` field. Then, in this
+one run:
 
 * **one table** (the baseline): the same total of records in one 4-partition topic, into one table;
-* **Table Topic mode**: one connector, ``topics.regex=tt\\..*``, ``tabletopic.table-topic.enabled=true``,
-  each topic its own table, started as a user starts it (``tabletopic standalone``);
+* **many tables**: one connector, ``topics.regex=tt\\..*``, each topic into its own table, started as a
+  user starts it (``tabletopic standalone``), routed by ``--routing``:
+
+  * ``table-topic``: Table Topic mode (``tabletopic.table-topic.enabled=true``);
+  * ``static``: ``iceberg.tables`` naming every table, each with a ``route-regex`` on ``table``;
+  * ``dynamic``: ``iceberg.tables.dynamic-enabled=true`` on ``table``;
 
 each timed from "partitions assigned" until the tables' commits hold every record. Then:
 
+* **where a round's time goes**: the daemon's stage counters (``/metrics``) per round during the
+  backlog, and from its commit events, barrier-to-snapshot seconds and the table commits' seconds;
 * **freshness**: one new record on every topic, and the time until every table holds its record;
-* **where a round's time goes**, from the daemon's own commit events: rounds, barrier-to-snapshot
-  seconds, and the seconds of the table commits in them;
-* **metadata**: the largest ``metadata.json`` and snapshot summary in the warehouse;
+* **a trickle** (``--trickle-s``): one record per topic per second, and whether every round kept up;
+* **metadata**: the largest current ``metadata.json`` and snapshot summary of any table;
 * the peak RSS of the process tree.
 
     python bench/many_tables.py [--topics 200] [--per-topic 500] [--interval-ms 5000]
+                                [--routing table-topic|static|dynamic] [--trickle-s 600]
 """
 
 from __future__ import annotations
@@ -25,11 +32,13 @@ import asyncio
 import json
 import os
 import random
+import re
 import shutil
 import statistics
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -51,30 +60,45 @@ async def create_topics(bootstrap: str, names: list[str]) -> None:
         await admin.close()
 
 
-def produce(bootstrap: str, placements: list[tuple[str, int]], start: int) -> None:
-    """One record per (topic, partition) given, ids from ``start``."""
+def table_of(topic: str, routing: str) -> str:
+    """The table a topic's records go to: in Table Topic mode its own name made one, else ``tt.tNNNN``."""
+    return f"tt.{re.sub(r'[^a-z0-9_]', '_', topic.lower())}" if routing == "table-topic" else topic.lower()
+
+
+def produce(bootstrap: str, placements: list[tuple[str, int]], start: int, routing: str = "table-topic") -> None:
+    """One record per (topic, partition) given, ids from ``start``, each naming its table."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 1_000_000})
     rng = random.Random(start)
     for i, (topic, partition) in enumerate(placements):
-        send(producer, topic, record(start + i, rng), partition)
+        body = record(start + i, rng)
+        send(producer, topic, body[:-1] + f',"table":"{table_of(topic, routing)}"}}'.encode(), partition)
     if producer.flush(120):
         raise RuntimeError("records still unsent after 120 s")
+
+
+def routing_settings(routing: str, names: list[str]) -> dict[str, str]:
+    if routing == "table-topic":
+        return {"tabletopic.table-topic.enabled": "true", "tabletopic.table-topic.namespace": "tt"}
+    if routing == "dynamic":
+        return {"iceberg.tables.dynamic-enabled": "true", "iceberg.tables.route-field": "table"}
+    tables = [table_of(n, routing) for n in names]
+    return {"iceberg.tables": ",".join(tables), "iceberg.tables.route-field": "table",
+            **{f"iceberg.table.{t}.route-regex": re.escape(t) for t in tables}}
 
 
 class Daemon(threading.Thread):
     """``tabletopic standalone`` in Table Topic mode, its JSON log read as it comes."""
 
-    def __init__(self, bootstrap: str, work: Path, interval_ms: int, topics: int, extra: dict[str, str]) -> None:
+    def __init__(self, bootstrap: str, work: Path, interval_ms: int, topics: int, settings: dict[str, str]) -> None:
         super().__init__(daemon=True)
-        self.dir = work / "table-topic"
+        self.dir = work / "many-tables"
         self.dir.mkdir()
         self.warehouse = self.dir / "warehouse"
         self.topics = topics
-        self.proc = cli_daemon(self.dir, bootstrap, interval_ms, {
-            "name": "many", "topics.regex": r"tt\\..*", "tabletopic.table-topic.enabled": "true",
-            "tabletopic.table-topic.namespace": "tt", **extra})
+        self.proc = cli_daemon(self.dir, bootstrap, interval_ms, {"name": "many", "topics.regex": r"tt\\..*",
+                                                                 **settings})
         self.trace = Trace(self.proc.pid)
         self.assigned_at: float | None = None
         self.assigned = 0
@@ -114,16 +138,43 @@ class Daemon(threading.Thread):
         self.trace.stopped.set()
         stop_process(self.proc, grace_s=180)
 
+    def metrics(self) -> dict[str, float]:
+        """The daemon's stage seconds (``stage:<name>``, wall) and rounds run, from its /metrics."""
+        listener = re.search(r"^listeners=(\S+)", (self.dir / "worker.properties").read_text(), re.M)
+        assert listener is not None
+        with urllib.request.urlopen(listener.group(1) + "/metrics", timeout=30) as response:
+            text = response.read().decode()
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            stage = re.match(r'tabletopic_stage_seconds_total\{.*stage="([^"]+)".*\} (\S+)', line)
+            if stage:
+                out[f"stage:{stage.group(1)}"] = out.get(f"stage:{stage.group(1)}", 0.0) + float(stage.group(2))
+            elif line.startswith("tabletopic_rounds_total{"):
+                out["rounds"] = out.get("rounds", 0.0) + float(line.rsplit(" ", 1)[1])
+        return out
 
-def metadata_sizes(warehouse: Path) -> tuple[int, int]:
-    """The largest metadata.json of any table, and the largest snapshot summary (as JSON) in them."""
-    largest_file = largest_summary = 0
-    for path in warehouse.rglob("*.metadata.json"):
+
+def metadata_sizes(warehouse: Path) -> tuple[int, int, int]:
+    """The largest current metadata.json of any table, the largest snapshot summary (as JSON) in
+    them, and the most snapshots one holds."""
+    largest_file = largest_summary = most = 0
+    for hint in warehouse.rglob("version-hint.text"):
+        path = hint.parent / f"v{hint.read_text().strip()}.metadata.json"
         largest_file = max(largest_file, path.stat().st_size)
-        doc = json.loads(path.read_text())
-        for snapshot in doc.get("snapshots", []):
+        snapshots = json.loads(path.read_text()).get("snapshots", [])
+        most = max(most, len(snapshots))
+        for snapshot in snapshots:
             largest_summary = max(largest_summary, len(json.dumps(snapshot.get("summary", {}))))
-    return largest_file, largest_summary
+    return largest_file, largest_summary, most
+
+
+def trickle(bootstrap: str, names: list[str], seconds: int, start: int, routing: str) -> int:
+    """One record per topic per second for ``seconds``; returns how many were sent."""
+    began = time.monotonic()
+    for second in range(seconds):
+        produce(bootstrap, [(n, 0) for n in names], start + second * len(names), routing)
+        time.sleep(max(0.0, began + second + 1 - time.monotonic()))
+    return seconds * len(names)
 
 
 def main() -> None:
@@ -131,6 +182,9 @@ def main() -> None:
     parser.add_argument("--topics", type=int, default=200)
     parser.add_argument("--per-topic", type=int, default=500)
     parser.add_argument("--interval-ms", type=int, default=5000)
+    parser.add_argument("--routing", choices=("table-topic", "static", "dynamic"), default="table-topic")
+    parser.add_argument("--trickle-s", type=int, default=0,
+                        help="then send one record per topic per second for this long, and measure the metadata")
     parser.add_argument("--connector", action="append", default=[], metavar="KEY=VALUE",
                         help="a connector setting for the Table Topic run (repeat): to try one's effect")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (the daemon's output.log)")
@@ -143,11 +197,11 @@ def main() -> None:
             bootstrap = broker.bootstrap_servers
             asyncio.run(create_topics(bootstrap, names))
             asyncio.run(create_topic(bootstrap, ONE_TOPIC, PARTITIONS))
-            produce(bootstrap, [(n, 0) for n in names for _ in range(args.per_topic)], 0)
+            produce(bootstrap, [(n, 0) for n in names for _ in range(args.per_topic)], 0, args.routing)
             produce(bootstrap, [(ONE_TOPIC, i % PARTITIONS) for i in range(total)], 0)
             one = tabletopic_run(bootstrap, work, "one-table", total, args.interval_ms, ONE_TOPIC)
-            daemon = Daemon(bootstrap, work, args.interval_ms, args.topics,
-                            dict(kv.split("=", 1) for kv in args.connector))
+            settings = {**routing_settings(args.routing, names), **dict(kv.split("=", 1) for kv in args.connector)}
+            daemon = Daemon(bootstrap, work, args.interval_ms, args.topics, settings)
             daemon.start()
             try:
                 started = daemon.wait_for("every partition assigned", time.monotonic() + 600,
@@ -156,15 +210,24 @@ def main() -> None:
                                         lambda: daemon.committed()[0] >= total)
                 backlog_s = ended - started
                 rounds_backlog = list(daemon.commits)
+                stages = daemon.metrics()
                 time.sleep(2 * args.interval_ms / 1000)  # a quiet round or two after the backlog
                 since = time.monotonic()
-                produce(bootstrap, [(n, 0) for n in names], total)
+                produce(bootstrap, [(n, 0) for n in names], total, args.routing)
                 fresh_at = daemon.wait_for("one new record in every table", time.monotonic() + 1800,
                                            lambda: len(daemon.committed(since)[1]) >= args.topics)
                 freshness = fresh_at - since
+                trickled, behind_s = 0, 0.0
+                if args.trickle_s:
+                    since = time.monotonic()
+                    trickled = trickle(bootstrap, names, args.trickle_s, total + args.topics, args.routing)
+                    trickle_end = time.monotonic()
+                    caught_up = daemon.wait_for("the trickle", time.monotonic() + 1800,
+                                                lambda: daemon.committed(since)[0] >= trickled)
+                    behind_s = caught_up - trickle_end
             finally:
                 daemon.stop()
-            largest_file, largest_summary = metadata_sizes(daemon.warehouse)
+            largest_file, largest_summary, most_snapshots = metadata_sizes(daemon.warehouse)
     finally:
         if args.keep:
             print(f"kept {work}")
@@ -178,7 +241,7 @@ def main() -> None:
           + (f"; connector settings {args.connector}" if args.connector else "") + "\n")
     print(f"one table ({PARTITIONS} partitions, same records): {total / one.seconds:,.0f} records/s "
           f"({one.seconds:.1f} s)")
-    print(f"Table Topic mode, {args.topics} tables: {total / backlog_s:,.0f} records/s ({backlog_s:.1f} s) = "
+    print(f"{args.routing} routing, {args.topics} tables: {total / backlog_s:,.0f} records/s ({backlog_s:.1f} s) = "
           f"{one.seconds / backlog_s:.2f} of one table")
     print(f"freshness: one new record on every topic in its table after {freshness:.1f} s "
           f"= {freshness / interval:.1f} commit intervals")
@@ -186,7 +249,15 @@ def main() -> None:
         print(f"table commits during the backlog: {len(round_s)}, barrier to snapshot median "
               f"{statistics.median(round_s):.1f} s, max {max(round_s):.1f} s; commit seconds median "
               f"{statistics.median(commit_s):.2f}, sum {sum(commit_s):.1f}")
-    print(f"largest metadata.json {largest_file / 1024:.1f} KiB, largest snapshot summary {largest_summary:,} B")
+    rounds = stages.pop("rounds", 0.0)
+    if rounds:
+        print(f"per round during the backlog ({rounds:.0f} rounds), stage seconds: " + ", ".join(
+            f"{k.split(':', 1)[1]} {v / rounds:.2f}" for k, v in sorted(stages.items())))
+    if args.trickle_s:
+        print(f"trickle: {trickled:,} records over {args.trickle_s} s (1 per topic per second); the last in its "
+              f"table {behind_s:.1f} s after it was sent ({behind_s / interval:.1f} intervals)")
+    print(f"largest current metadata.json {largest_file / 1024:.1f} KiB, largest snapshot summary in one "
+          f"{largest_summary:,} B, most snapshots in one table {most_snapshots}")
     print(f"peak RSS of the process tree {daemon.trace.peak_rss:,.0f} MiB")
 
 

@@ -11,6 +11,7 @@ never slip in between the check and the commit.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -73,11 +74,18 @@ class TableCommitter:
         most snapshots a commit leaves before expiring the oldest (0: none), see
         ``tabletopic.maintenance.snapshots.max-count``."""
         self._jvm = jvm_provider
+        self._writer_class: Any = None
         self._positions = positions
         self._snapshot_bound = snapshot_bound
         self._connector = connector
         self._group_id = group_id
         self._on_retry = on_retry
+
+    def _writer(self) -> Any:
+        """tabletopic's SinkWriter class: looked up once, as each lookup is two calls through py4j."""
+        if self._writer_class is None:
+            self._writer_class = self._jvm().tabletopic.SinkWriter
+        return self._writer_class
 
     def commit(
         self,
@@ -101,7 +109,7 @@ class TableCommitter:
         if scope is not None:
             positions = scope.offsets(positions)
         started = time.monotonic()
-        writer = self._jvm().tabletopic.SinkWriter
+        writer = self._writer()
         files = files if files is not None else self._jvm().java.util.ArrayList()
         commit_id = str(uuid.uuid4())
         for attempt in range(_VALIDATION_RETRIES + 1):
@@ -109,7 +117,7 @@ class TableCommitter:
             try:
                 table.refresh()
                 base = int(writer.headSnapshotId(table, handle.branch))
-                recorded = read_recorded(table, handle.branch, self._group_id)
+                recorded = read_recorded(table, handle.branch, self._group_id, helper=writer)
                 current, recorded_epoch = recorded.offsets, recorded.epoch
                 starts = {**recorded.round_start, **(round_start or {})}
                 if scope is not None:
@@ -140,8 +148,9 @@ class TableCommitter:
                 props = {property_key(self._group_id, handle.branch): property_value(merged, epoch, starts)}
                 with self._positions(handle.name) as up_to_rows:
                     sought = up_to_rows > 0
-                    snapshot_id = int(writer.commit(table, handle.branch, files, summary, base, props, up_to_rows,
-                                                    self._snapshot_bound(handle.name)))
+                    snapshot_id = int(writer.commitJson(table, handle.branch, files, json.dumps(summary), base,
+                                                        json.dumps(props), up_to_rows,
+                                                        self._snapshot_bound(handle.name)))
             except JAVA_ERRORS as exc:
                 message = java_error_message(exc)
                 if "ValidationException" in message and attempt < _VALIDATION_RETRIES:
@@ -150,7 +159,7 @@ class TableCommitter:
                         self._on_retry(handle.name)
                     continue
                 raise CommitFailed(f"commit to table {handle.name} failed: {message}") from exc
-            summary_now = table.snapshot(snapshot_id).summary()
+            summary_now = json.loads(writer.summaryJson(table, snapshot_id))
             totals = {k: int(summary_now.get(k) or 0) for k in _TOTALS}
             return CommitResult(handle.name, snapshot_id, merged, int(files.size()),
                                 int(writer.recordCount(files, False)), time.monotonic() - started, totals,

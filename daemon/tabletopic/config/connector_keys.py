@@ -136,9 +136,10 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "When a table's buffered records exceed this many bytes they are written to data files before the "
         "round (and committed in it), bounding the daemon's memory.", minimum=1024),
     Key("tabletopic.write.parallelism", KeyType.INT, 4,
-        "Spark jobs a round writes its tables' rows in, at once: each job writes a share of the tables (by "
-        "bytes), so with many tables a round pays a job's fixed cost (scheduling, the driver's share) this "
-        "many times, not once per table, and one job's hand-off of rows overlaps another's writing.", minimum=1),
+        "Writes a round runs at once, each taking a share of the round's tables (by bytes). With a local "
+        "master, a table's rows that fit one Spark task are written on the driver with no job; the rest of a "
+        "share go in one job. So with many tables a round pays a job's fixed cost at most this many times, not "
+        "once per table, and one write's hand-off of rows overlaps another's writing.", minimum=1),
     Key("tabletopic.buffer.max-bytes", KeyType.LONG, 512 * 1024 * 1024,
         "Arrow bytes of the rows held for all tables, buffered or being written, with the records fetched and "
         "not yet taken. Past it the connector pauses its partitions (no rebalance) and hands its rows to the "

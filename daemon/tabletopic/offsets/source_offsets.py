@@ -123,6 +123,23 @@ class _JavaTable:
         return self._table.properties().get(key)
 
 
+class _HelpedJavaTable(_JavaTable):
+    """The JVM's Table, its head and summaries read through tabletopic's ``SinkWriter`` helpers: one py4j
+    call each, where Iceberg's own API takes one per summary key (a commit's hot path reads them)."""
+
+    def __init__(self, table: Any, helper: Any) -> None:
+        super().__init__(table)
+        self._helper = helper  # tabletopic.SinkWriter's class, as py4j sees it
+
+    def head(self, branch: str | None) -> int | None:
+        head = int(self._helper.headSnapshotId(self._table, branch))
+        return head if head >= 0 else None
+
+    def summary(self, snapshot_id: int) -> Mapping[str, str] | None:
+        text = self._helper.summaryJson(self._table, snapshot_id)
+        return json.loads(text) if text is not None else None
+
+
 class _JavaMap(Mapping[str, str]):
     """A Java Map read key by key: one py4j call per lookup, none to copy it."""
 
@@ -165,9 +182,13 @@ class PyIcebergTable:
         return self._metadata.properties.get(key)
 
 
-def read_recorded(table: Any, branch: str | None, group_id: str, max_walk: int = 10_000) -> Recorded:
-    """What the JVM's ``table`` records for ``group_id`` on ``branch`` (see :func:`recorded_in`)."""
-    return recorded_in(_JavaTable(table), branch, group_id, max_walk)
+def read_recorded(table: Any, branch: str | None, group_id: str, max_walk: int = 10_000,
+                  helper: Any = None) -> Recorded:
+    """What the JVM's ``table`` records for ``group_id`` on ``branch`` (see :func:`recorded_in`).
+
+    ``helper``, tabletopic's ``SinkWriter`` class, reads each snapshot in one py4j call."""
+    view = _JavaTable(table) if helper is None else _HelpedJavaTable(table, helper)
+    return recorded_in(view, branch, group_id, max_walk)
 
 
 def recorded_in(view: SnapshotView, branch: str | None, group_id: str, max_walk: int = 10_000) -> Recorded:

@@ -3,6 +3,7 @@ package tabletopic;
 import java.io.IOException;
 import java.io.StringWriter;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
@@ -244,6 +245,47 @@ public final class SinkWriter {
     table.refresh();
     Snapshot head = branch == null ? table.currentSnapshot() : table.snapshot(branch);
     return head.snapshotId();
+  }
+
+  /**
+   * {@link #commit(Table, String, List, Map, long, Map, long, int)} with the summary and the table
+   * properties as JSON objects of strings: a Python dict crosses py4j one entry per call, a string
+   * in one.
+   */
+  public static long commitJson(
+      Table table,
+      String branch,
+      List<ContentFile<?>> files,
+      String summaryJson,
+      long baseSnapshotId,
+      String tablePropsJson,
+      long positionsUpToRows,
+      int maxSnapshots)
+      throws IOException {
+    return commit(
+        table,
+        branch,
+        files,
+        stringMap(summaryJson),
+        baseSnapshotId,
+        stringMap(tablePropsJson),
+        positionsUpToRows,
+        maxSnapshots);
+  }
+
+  private static Map<String, String> stringMap(String json) throws IOException {
+    Map<String, String> map = new HashMap<>();
+    JsonUtil.mapper().readTree(json).fields().forEachRemaining(e -> map.put(e.getKey(), e.getValue().asText()));
+    return map;
+  }
+
+  /**
+   * The summary of snapshot {@code snapshotId} as a JSON object, or null when the table has no such
+   * snapshot (expired): one py4j call where reading it key by key took one per key.
+   */
+  public static String summaryJson(Table table, long snapshotId) throws IOException {
+    Snapshot snapshot = table.snapshot(snapshotId);
+    return snapshot == null ? null : JsonUtil.mapper().writeValueAsString(snapshot.summary());
   }
 
   /** The id of the head snapshot of {@code branch} (null for main), or -1 when there is none. */
