@@ -96,7 +96,7 @@ class TableCommits:
         """Why an answer's files cannot be added to their tables, or None."""
         for table, files in answer.tables.items():
             try:
-                self._tables.jvm.tabletopic.SinkWriter.filesFromJson(self._tables.get(table).java,
+                self._tables.spark.java_class("tabletopic.SinkWriter").filesFromJson(self._tables.get(table).java,
                                                                      json.dumps(files.files))
             except JAVA_ERRORS as exc:
                 return f"files for {table} cannot be read: {java_error_message(exc)}"
@@ -199,7 +199,8 @@ class TableCommits:
             handle = self._tables.get(table)
             java_files: Any = None
             if files is not None:
-                java_files = self._tables.jvm.tabletopic.SinkWriter.filesFromJson(handle.java, json.dumps(files.files))
+                java_files = self._tables.spark.java_class("tabletopic.SinkWriter").filesFromJson(
+                    handle.java, json.dumps(files.files))
         except JAVA_ERRORS as exc:
             raise CommitFailed(f"cannot load {table} or its files: {java_error_message(exc)}") from exc
         return self._committer.commit(handle, java_files, positions, expected,

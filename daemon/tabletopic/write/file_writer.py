@@ -82,7 +82,7 @@ class FileWriter:
         them all.
         """
         started = time.monotonic()
-        batch = self._spark.jvm.tabletopic.FileBatch(str(uuid.uuid4()), self._write_props)
+        batch = self._spark.java_class("tabletopic.FileBatch")(str(uuid.uuid4()), self._write_props)
         parts: list[tuple[int | None, int | None, int, int]] = []  # data part, delete part, records, deletes
         for handle, drained in items:
             rows = drained.rows
@@ -100,7 +100,7 @@ class FileWriter:
         with self._timed("write"):
             files = batch.write()
         seconds = time.monotonic() - started
-        writer = self._spark.jvm.tabletopic.SinkWriter
+        writer = self._spark.java_class("tabletopic.SinkWriter")
         written = []
         for (handle, drained), (data, deletes, records, deleted) in zip(items, parts, strict=True):
             got = [files.get(i) for i in (data, deletes) if i is not None]

@@ -147,7 +147,7 @@ class IcebergTables:
         return self._listing
 
     def _ident(self, name: str) -> Any:
-        return self.jvm.org.apache.iceberg.catalog.TableIdentifier.parse(name)
+        return self._spark.java_class("org.apache.iceberg.catalog.TableIdentifier").parse(name)
 
     def known(self) -> list[str]:
         with self._lock:
@@ -201,8 +201,7 @@ class IcebergTables:
             self._handles.pop(name, None)
 
     def _handle(self, name: str, java: Any) -> TableHandle:
-        jvm = self.jvm
-        struct = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(java.schema())
+        struct = self._spark.java_class("org.apache.iceberg.spark.SparkSchemaUtil").convert(java.schema())
         arrow = to_arrow_schema(StructType.fromJson(json.loads(struct.json())))
         handle = TableHandle(name, java, arrow, int(java.schema().schemaId()),
                              self._config.table(name).commit_branch)
@@ -224,13 +223,13 @@ class IcebergTables:
         handle.id_columns = list(columns)
         handle.equality_ids = [int(schema.findField(c).fieldId()) for c in columns]
         try:
-            handle.delete_spec_id = int(self.jvm.tabletopic.SinkWriter.ensureUnpartitionedSpec(handle.java))
+            handle.delete_spec_id = int(self._spark.java_class("tabletopic.SinkWriter").ensureUnpartitionedSpec(
+                handle.java))
         except JAVA_ERRORS as exc:
             raise TableError(f"table {handle.name}: cannot add the unpartitioned spec that global equality "
                              f"deletes need: {java_error_message(exc)}") from exc
 
     def _create(self, catalog: Any, ident: Any, name: str, sample: pa.Schema) -> Any:
-        jvm = self.jvm
         schema, dropped = _strip_nulls(sample, self._config.force_optional)
         if dropped:
             log.warning("columns with only nulls so far are left out of the new table", table=name, columns=dropped)
@@ -247,8 +246,8 @@ class IcebergTables:
             schema = pa.schema([f.with_nullable(False) if f.name in id_columns else f for f in schema])
         # A zone-less Arrow timestamp (Avro's local-timestamp) is Iceberg's timestamp, not timestamptz.
         spark_type = from_arrow_schema(schema, prefer_timestamp_ntz=True)
-        struct = jvm.org.apache.spark.sql.types.DataType.fromJson(spark_type.json())
-        iceberg_schema = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(struct)
+        struct = self._spark.java_class("org.apache.spark.sql.types.DataType").fromJson(spark_type.json())
+        iceberg_schema = self._spark.java_class("org.apache.iceberg.spark.SparkSchemaUtil").convert(struct)
         spec = self._spec(iceberg_schema, name)
         props = {**CREATED_TABLE_PROPS, **self._config.auto_create_props}
         self._ensure_namespace(ident.namespace())
@@ -259,7 +258,7 @@ class IcebergTables:
                 return catalog.loadTable(ident)
             raise
         if id_columns:
-            self.jvm.tabletopic.SinkWriter.setIdentifierFields(java, id_columns)
+            self._spark.java_class("tabletopic.SinkWriter").setIdentifierFields(java, id_columns)
         log.info("created table", table=name, partition_by=[str(p) for p in self._config.table(name).partition_by],
                  columns=schema.names, identifier_fields=id_columns)
         return java
@@ -282,7 +281,7 @@ class IcebergTables:
 
     def _spec(self, iceberg_schema: Any, name: str) -> Any:
         fields: list[PartitionField] = self._config.table(name).partition_by
-        builder = self.jvm.org.apache.iceberg.PartitionSpec.builderFor(iceberg_schema)
+        builder = self._spark.java_class("org.apache.iceberg.PartitionSpec").builderFor(iceberg_schema)
         for f in fields:
             try:
                 if f.transform == "identity":

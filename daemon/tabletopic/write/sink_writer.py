@@ -268,7 +268,7 @@ class SinkWriter:
 
     def _encode(self, table: str, parts: list[WrittenFiles]) -> TableFiles:
         """Files as Iceberg's content-file JSON, the form they cross the control topic in."""
-        handle, writer = self._tables.get(table), self._writer.jvm.tabletopic.SinkWriter
+        handle, writer = self._tables.get(table), self._tables.spark.java_class("tabletopic.SinkWriter")
         merged: TableFiles | None = None
         for part in parts:
             files = TableFiles(json.loads(writer.filesToJson(handle.java, part.files)), part.records,

@@ -19,6 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 import structlog
+from py4j.java_gateway import JavaClass
 from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, SparkSession
@@ -81,6 +82,7 @@ class SparkRuntime:
         self._session: SparkSession | None = None
         self._lock = threading.Lock()
         self._catalogs: dict[str, dict[str, str]] = {}
+        self._classes: dict[str, JavaClass] = {}
         self._catalog_users: dict[str, int] = {}  # connectors using each name: its properties change only at 0
 
     @property
@@ -209,6 +211,17 @@ class SparkRuntime:
         with self._lock:
             self._catalog_users[name] = max(0, self._catalog_users.get(name, 0) - 1)
 
+    def java_class(self, name: str) -> JavaClass:
+        """The Java class ``name`` (fully qualified), for static calls and constructors.
+
+        py4j resolves ``jvm.org.apache.X`` one dotted part at a time, a call to the JVM each: five calls
+        before the one that was meant, on paths that run once per table.
+        """
+        found = self._classes.get(name)
+        if found is None:
+            found = self._classes[name] = JavaClass(name, self.session.sparkContext._gateway._gateway_client)
+        return found
+
     def activate(self) -> SparkSession:
         """Make our session the active one for the calling thread's JVM twin.
 
@@ -217,7 +230,7 @@ class SparkRuntime:
         set one would see Spark's defaults instead of our catalogs.
         """
         session = self.session
-        session.sparkContext._jvm.org.apache.spark.sql.SparkSession.setActiveSession(session._jsparkSession)
+        self.java_class("org.apache.spark.sql.SparkSession").setActiveSession(session._jsparkSession)
         return session
 
     def iceberg_catalog(self, name: str) -> Any:
@@ -237,10 +250,9 @@ class SparkRuntime:
             # chunks that buffering leaves behind (one per fetch) before splitting evenly.
             table = table.combine_chunks()
         with arrow_file(table, _batch_rows(table)) as (path, schema):
-            jvm = session.sparkContext._jvm
-            batches = jvm.org.apache.spark.sql.api.python.PythonSQLUtils.readArrowStreamFromFile(path)
-            jdf = jvm.org.apache.spark.sql.api.python.PythonSQLUtils.toDataFrame(batches, schema,
-                                                                                 session._jsparkSession)
+            utils = self.java_class("org.apache.spark.sql.api.python.PythonSQLUtils")
+            batches = utils.readArrowStreamFromFile(path)
+            jdf = utils.toDataFrame(batches, schema, session._jsparkSession)
         return DataFrame(jdf, session)
 
     def stop(self) -> None:
