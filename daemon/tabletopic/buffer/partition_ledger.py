@@ -90,12 +90,13 @@ class PartitionLedger:
         for table, floors in self._floors.items():
             if table not in recorded:
                 continue
-            for tp in ends:
-                if tp in recorded[table]:
-                    floors[tp] = recorded[table][tp]
-                    raised.append((table, tp, floors[tp]))
-                else:  # the table records only the partitions that feed it (route/table_feeds.py)
-                    floors.pop(tp, None)
+            now = recorded[table]
+            # The table records only the partitions that feed it (route/table_feeds.py).
+            for tp in [tp for tp in floors if tp in ends and tp not in now]:
+                del floors[tp]
+            for tp in sorted(now.keys() & ends.keys()):
+                floors[tp] = now[tp]
+                raised.append((table, tp, floors[tp]))
         return raised
 
     def adopt(self, recorded: dict[str, dict[TopicPartition, int]]) -> None:

@@ -130,14 +130,17 @@ def _why_not(answer: Answer, recorded: dict[str, dict[TopicPartition, int]],
     # so the answer holds none of them, and the table's offsets do not move back (see
     # TableCommitter). Refusing it instead would have the worker read the same range again, for ever,
     # once no record follows it. A resent answer that is already in is refused by its floors below.
+    # Only the partitions a table or its floors name can differ: with a thousand tables each naming its
+    # own, looking at every range for every table was a million look-ups an answer.
     for table in {*answer.floors, *answer.tables}:
         floors, offsets = answer.floors.get(table, {}), recorded.get(table, {})
         reach = effective.get(table, {})
-        for tp, (start, _) in answer.ranges.items():
+        for tp in sorted((floors.keys() | offsets.keys()) & answer.ranges.keys()):
             if offsets.get(tp) != floors.get(tp):
                 return f"table {table} records {offsets.get(tp)} for {_name(tp)}, the rows were cut at {floors.get(tp)}"
-            if tp in reach and start > reach[tp]:
-                return f"{_name(tp)} starts at {start}, past what {table} records ({offsets[tp]})"
+        for tp in sorted(reach.keys() & answer.ranges.keys()):
+            if answer.ranges[tp][0] > reach[tp]:
+                return f"{_name(tp)} starts at {answer.ranges[tp][0]}, past what {table} records ({offsets[tp]})"
     return None
 
 
@@ -161,11 +164,11 @@ def clean_after(starts: dict[TopicPartition, int], positions: dict[TopicPartitio
     """
     files = set(with_files)
     out = {t: dict(o) for t, o in clean.items()}
-    for tp, end in positions.items():
-        start = starts[tp]
-        for table, offsets in recorded.items():
-            if table in files or tp not in offsets:
-                continue
+    for table, offsets in recorded.items():
+        if table in files:
+            continue
+        for tp in offsets.keys() & positions.keys():
+            start, end = starts[tp], positions[tp]
             reach = max(offsets[tp], out.get(table, {}).get(tp, offsets[tp]))
             if reach >= start and end > offsets[tp]:
                 out.setdefault(table, {})[tp] = max(reach, end)

@@ -119,11 +119,19 @@ class TableCommits:
             return outcome
         targets = set(by_table)
         for table, offsets in self._offsets.items():
-            behind = any(tp in offsets and offsets[tp] < pos for tp, pos in positions.items())
+            behind = any(offsets[tp] < positions[tp] for tp in offsets.keys() & positions.keys())
             if behind and self._rounds - self._last_commit.get(table, 0) >= self._refresh_rounds:
                 targets.add(table)
         fresh = unrecorded(starts, self._offsets) if self._feeds.starts_of_unrecorded else frozenset()
-        results = await asyncio.gather(*(self._commit_table(t, by_table.get(t), positions, starts, started, epoch,
+        if self._feeds.per_table:
+            # Each table is handed its own partitions: with a thousand tables, filtering every partition of
+            # the connector for each was a million look-ups a round.
+            own_positions, own_starts = self._feeds.split(positions), self._feeds.split(starts)
+            fresh_starts = {tp: starts[tp] for tp in fresh}
+            share = {t: (own_positions.get(t, {}), {**own_starts.get(t, {}), **fresh_starts}) for t in targets}
+        else:
+            share = {t: (positions, starts) for t in targets}
+        results = await asyncio.gather(*(self._commit_table(t, by_table.get(t), *share[t], started, epoch,
                                                             self._scope(t, fresh))
                                          for t in sorted(targets)))
         for table, result in zip(sorted(targets), results, strict=True):

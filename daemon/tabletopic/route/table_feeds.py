@@ -10,6 +10,8 @@ summaries stay the same size however many topics the connector reads (the rule i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.route.router import topic_table
 from tabletopic.topic_partition import TopicPartition
@@ -20,6 +22,7 @@ class TableFeeds:
         """``offset_reset`` is the connector's ``auto.offset.reset``: where a partition nothing records is read."""
         self._namespace = table_topic_namespace
         self._offset_reset = offset_reset
+        self._tables: dict[str, str] = {}  # topic -> its table: asked for every partition, every round
 
     @classmethod
     def of(cls, config: ConnectorConfig, offset_reset: str) -> TableFeeds:
@@ -46,7 +49,21 @@ class TableFeeds:
 
     def table_of(self, tp: TopicPartition) -> str | None:
         """The one table ``tp`` feeds, or None when routing may send it to any."""
-        return topic_table(self._namespace, tp[0]) if self._namespace is not None else None
+        if self._namespace is None:
+            return None
+        table = self._tables.get(tp[0])
+        if table is None:
+            table = self._tables[tp[0]] = topic_table(self._namespace, tp[0])
+        return table
 
     def feeds(self, table: str, tp: TopicPartition) -> bool:
-        return self._namespace is None or topic_table(self._namespace, tp[0]) == table
+        return self._namespace is None or self.table_of(tp) == table
+
+    def split(self, offsets: Mapping[TopicPartition, int]) -> dict[str, dict[TopicPartition, int]]:
+        """``offsets`` by the one table each partition feeds (Table Topic mode only)."""
+        out: dict[str, dict[TopicPartition, int]] = {}
+        for tp, offset in offsets.items():
+            table = self.table_of(tp)
+            assert table is not None, "only Table Topic mode feeds one table per partition"
+            out.setdefault(table, {})[tp] = offset
+        return out

@@ -318,8 +318,9 @@ class SinkWriter:
         cut_before = [(t, p.floors) for t, parts in self._pending.items() for p in parts]
         for table, floors in cut_before + [(d.table, d.floors) for d in self._in_flight]:
             now = recorded.get(table, {})
-            for tp, end in ends.items():
-                if now.get(tp) == end and floors.get(tp, -1) <= end:
+            for tp in now.keys() & ends.keys():
+                end = ends[tp]
+                if now[tp] == end and floors.get(tp, -1) <= end:
                     floors[tp] = end
 
     def reset(self) -> None:
