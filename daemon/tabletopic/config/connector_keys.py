@@ -115,7 +115,11 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
     Key("iceberg.control.commit.timeout-ms", KeyType.INT, 30_000,
         "How long the coordinator waits for every partition's answer; it then commits what arrived, and "
         "late answers wait for the next round. Also bounds one table commit.", minimum=1),
-    Key("iceberg.control.commit.threads", KeyType.INT, 2, "Tables committed in parallel in a round.", minimum=1),
+    Key("iceberg.control.commit.threads", KeyType.INT, 8,
+        "Tables committed in parallel in a round. A commit mostly waits (on storage, the catalog, and 10 ms "
+        "polls inside Iceberg), so more threads than cores pay off with many tables: at 1,000 tables on two "
+        "cores 8 made a round 4 s shorter than 2, and 16 no shorter than 8. Each thread holds a catalog "
+        "connection while it commits.", minimum=1),
     Key("iceberg.control.commit.max-consecutive-failures", KeyType.INT, 3,
         "A table's commit that Iceberg refuses for the same cause this many rounds in a row (a ValidationException, "
         "an IllegalArgumentException such as a v3 table's \"Must use DVs\", ...) fails the connector, with that "
