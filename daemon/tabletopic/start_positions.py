@@ -86,9 +86,9 @@ class StartPositions:
         order never goes backwards past an accepted record; buffered rows below the tables'
         floors are dropped instead.
         """
-        known = await self._read_tables(lambda: self._known_tables(tps))
-        by_table = await self._read_tables(lambda: {t: self._read_table(t) for t in known})
         group = await self._group_offsets(sorted(tps))
+        known = await self._read_tables(lambda: self._known_tables(tps, group))
+        by_table = await self._read_tables(lambda: {t: self._read_table(t) for t in known})
         if self._feeds.starts_of_unrecorded and unanchored(tps, by_table, group):
             # A partition no table records, without a group offset: only another table's round start
             # may say where rows of it that a crash left owed began (offsets/table_scope.py).
@@ -127,10 +127,13 @@ class StartPositions:
                 found[name] = commit
         return found
 
-    def _known_tables(self, tps: set[TopicPartition]) -> list[str]:
-        """The tables that may record ``tps``: in Table Topic mode each partition's own table alone."""
+    def _known_tables(self, tps: set[TopicPartition], group: dict[TopicPartition, int]) -> list[str]:
+        """The tables that may record ``tps``: in Table Topic mode each partition's own table alone, and
+        only for a partition without a group offset. The group is committed only after a round every
+        table took, so it lies at or below what the partition's table records: it is where the partition
+        resumes, and a restart with a thousand topics need not read a thousand tables first."""
         if self._feeds.per_table:
-            names = {t for t in map(self._feeds.table_of, tps) if t is not None}
+            names = {t for t in (self._feeds.table_of(tp) for tp in tps if tp not in group) if t is not None}
         else:
             names = set(self._ledger.recorded()) | set(self._tables.known())
             for name in self._config.tables or []:

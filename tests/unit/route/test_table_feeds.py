@@ -23,3 +23,10 @@ def test_round_starts_of_unrecorded_partitions_are_kept_only_when_reading_anew_s
     assert not TableFeeds("tt", "earliest").starts_of_unrecorded
     assert TableFeeds("tt", "latest").starts_of_unrecorded
     assert not TableFeeds(None, "latest").starts_of_unrecorded  # every table records every partition
+
+
+def test_a_rounds_offsets_split_by_the_one_table_each_partition_feeds() -> None:
+    feeds = TableFeeds("tt")
+    offsets = {("a", 0): 5, ("a", 1): 7, ("B.c", 0): 3}
+    assert feeds.split(offsets) == {"tt.a": {("a", 0): 5, ("a", 1): 7}, "tt.b_c": {("B.c", 0): 3}}
+    assert feeds.split({}) == {}

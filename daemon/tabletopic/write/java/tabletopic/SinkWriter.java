@@ -77,7 +77,7 @@ public final class SinkWriter {
     return batch.write().get(0);
   }
 
-  /** {@link #commit(Table, String, List, Map, long, Map, long)} with equality deletes as they are. */
+  /** {@link #commit(Table, String, List, Map, long, Map, long, int)} with equality deletes as they are. */
   public static long commit(
       Table table,
       String branch,
@@ -95,23 +95,10 @@ public final class SinkWriter {
    * rows carries position deletes in place of its equality deletes (see {@link
    * CommitDeletes#resolve}): readers then never meet them. If the rows cannot be found, or
    * the table changed under them before the commit, the equality deletes go in as they are.
-   */
-  public static long commit(
-      Table table,
-      String branch,
-      List<ContentFile<?>> files,
-      Map<String, String> summary,
-      long baseSnapshotId,
-      Map<String, String> tableProps,
-      long positionsUpToRows) {
-    return commit(table, branch, files, summary, baseSnapshotId, tableProps, positionsUpToRows, 0);
-  }
-
-  /**
-   * {@link #commit(Table, String, List, Map, long, Map, long)}, and a commit to main that finds more
-   * than {@code maxSnapshots} snapshots (when that is above 0) expires the oldest in the same
-   * transaction, down to half of it: each snapshot is a part of the metadata file every commit
-   * rewrites. The files only they reference are deleted once the transaction committed.
+   *
+   * <p>With {@code maxSnapshots > 0}, a commit to main that finds more snapshots than that expires
+   * the oldest in the same transaction, down to half of it: each snapshot is a part of the metadata
+   * file every commit rewrites. The files only they reference are deleted once it committed.
    */
   public static long commit(
       Table table,
