@@ -122,7 +122,7 @@ class SinkTask:
             self.ledger.accept(tp, int(raw.offsets[0]), raw.next_offset)
         self.metrics.buffered_records.set(self.writer.buffered_records)
         self.metrics.buffered_bytes.set(self.writer.buffered_bytes)
-        self.writer.maybe_flush()
+        self.writer.maybe_flush(staged)
 
     async def _still_continues(self, tp: TopicPartition, position: int | None) -> bool:
         """Whether records judged against ``position`` may still be taken, once no start is being decided."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -58,6 +59,9 @@ class SinkWriter:
         self._flushes: set[asyncio.Task[None]] = set()
         # Drained into a write still running: their bytes still count, and their floors may rise.
         self._in_flight: list[Drained] = []
+        # Sums over the buffers and the writes in flight, read for every batch taken: summing a thousand
+        # tables' buffers per batch made a trickle on a thousand topics more than the event loop could take.
+        self._held_bytes = self._held_records = self._flight_bytes = 0
         self._flush_error: BaseException | None = None
         self._resets = 0  # a write that began before a reset is dropped when it ends
 
@@ -144,8 +148,16 @@ class SinkWriter:
         if buffer is None:
             buffer = self.buffers[table] = TableBuffer(table)
         floors = self._ledger.floors(table)
+        bytes_before, records_before = buffer.nbytes, buffer.records
         for part in parts:
             buffer.add(part, floors.get((part.topic, part.partition)))
+        self._held_bytes += buffer.nbytes - bytes_before
+        self._held_records += buffer.records - records_before
+
+    def _recount(self) -> None:
+        """The sums over the buffers, after rows left several at once (a round, a commit, a revocation)."""
+        self._held_bytes = sum(b.nbytes for b in self.buffers.values())
+        self._held_records = sum(b.records for b in self.buffers.values())
 
     def _conform(self, handle: TableHandle, records: SinkRecords, failures: list[Failure]) -> list[SinkRecords]:
         try:
@@ -163,16 +175,18 @@ class SinkWriter:
     @property
     def buffered_bytes(self) -> int:
         """Rows held in Python: buffered, and drained into a write that has not finished."""
-        return sum(b.nbytes for b in self.buffers.values()) + sum(d.nbytes for d in self._in_flight)
+        return self._held_bytes + self._flight_bytes
 
     @property
     def buffered_records(self) -> int:
-        return sum(b.records for b in self.buffers.values())
+        return self._held_records
 
-    def maybe_flush(self) -> None:
-        """Write a table's rows to files early when its buffer is large (they commit in the next round)."""
-        for name, buffer in self.buffers.items():
-            if self._tables.get(name).keyed:
+    def maybe_flush(self, names: Iterable[str]) -> None:
+        """Write the rows of ``names`` (the tables just buffered) to files early when a buffer is large
+        (they commit in the next round)."""
+        for name in names:
+            buffer = self.buffers.get(name)
+            if buffer is None or self._tables.get(name).keyed:
                 # A keyed table's changes are reduced per round (last change per key wins), and
                 # deletes in one snapshot do not see rows added in it: its files are all written
                 # in the round. tabletopic.buffer.max-bytes still bounds its memory.
@@ -192,6 +206,7 @@ class SinkWriter:
             drained = buffer.drain(self._ledger.floors(name)) if buffer is not None else None
             if drained is None:
                 return
+            self._recount()
             resets = self._resets
             try:
                 await self._write(drained, resets)
@@ -211,11 +226,13 @@ class SinkWriter:
         """The rows of ``group``'s tables, in one Spark job (see :meth:`FileWriter.write_many`)."""
         items = [(self._tables.get(d.table), d) for d in group]
         self._in_flight.extend(group)
+        self._flight_bytes += sum(d.nbytes for d in group)
         try:
             written = await asyncio.to_thread(self._writer.write_many, items)
         finally:
-            for drained in group:
-                self._in_flight.remove(drained)
+            ended = {id(d) for d in group}
+            self._in_flight = [d for d in self._in_flight if id(d) not in ended]
+            self._flight_bytes -= sum(d.nbytes for d in group)
         if resets != self._resets:
             # Everything uncommitted was dropped while these files were written (a rejected answer,
             # a revocation): their rows are read again, so the files must not reach an answer.
@@ -243,6 +260,7 @@ class SinkWriter:
             positions, starts = self._ledger.cut()
             cut_at = {name: dict(self._ledger.floors(name)) for name in self.buffers}
             drained = [d for d in (b.drain(cut_at[n]) for n, b in self.buffers.items()) if d is not None]
+            self._recount()
             await self._write_all(drained, resets)
             if resets != self._resets:
                 # Dropped while writing (a revocation): claim nothing, the rows are read again.
@@ -279,11 +297,15 @@ class SinkWriter:
 
     def drop_below(self, raised: Raised, why: str) -> None:
         """Floors rose: buffered rows below them are in their table already."""
+        total = 0
         for table, tp, offset in raised:
             buffer = self.buffers.get(table)
             dropped = buffer.drop_below(tp, offset) if buffer is not None else 0
             if dropped:
                 log.info(f"dropped buffered rows {why}", table=table, topic=tp[0], partition=tp[1], records=dropped)
+            total += dropped
+        if total:
+            self._recount()
 
     def release(self, tps: set[TopicPartition]) -> bool:
         """Forget partitions that were revoked: their rows are re-read by their next owner.
@@ -301,6 +323,7 @@ class SinkWriter:
             dropped = buffer.discard(gone)
             if dropped:
                 log.info("dropped buffered rows of revoked partitions", table=buffer.table, records=dropped)
+        self._recount()
         self._ledger.release(gone)
         return False
 
@@ -333,6 +356,7 @@ class SinkWriter:
         for buffer in self.buffers.values():
             buffer.clear()
         self.buffers.clear()
+        self._recount()
         self._pending.clear()
         self._ledger.reset()
 

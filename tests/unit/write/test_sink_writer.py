@@ -105,7 +105,7 @@ def test_a_write_under_way_when_a_commit_lands_is_cut_against_the_new_floors() -
         assert first.written_floors[TABLE] == {}
         files.hold = True
         _take(writer, ledger, 100, 1000)  # over flush-bytes: written early
-        writer.maybe_flush()
+        writer.maybe_flush([TABLE])
         await asyncio.to_thread(files.started.wait, 10)
         recorded[TABLE] = {TP0: 100}  # the first answer lands while that write runs
         writer.committed({TP0: 100}, {TABLE: {TP0: 100}})
@@ -129,7 +129,7 @@ def test_files_cut_against_floors_a_commit_did_not_reach_stay_apart() -> None:
     async def scenario() -> Any:
         ledger.seek(TP0, 50)
         _take(writer, ledger, 50, 1000)
-        writer.maybe_flush()
+        writer.maybe_flush([TABLE])
         await writer.wait_for_flushes()
         writer.committed({TP0: 40}, {TABLE: {TP0: 50}})  # not this table's record: nothing to raise
         return await writer.complete_write()
@@ -194,3 +194,32 @@ def test_a_failed_write_fails_the_answer_after_the_others_end() -> None:
     with pytest.raises(RuntimeError, match=r"refused db\.b"):
         run(scenario())
     assert sorted(files.ended) == ["db.a", "db.c"]
+
+
+def test_the_buffered_sums_follow_every_way_rows_come_and_go() -> None:
+    """The sums are kept as rows come and go (summing every buffer per batch was too slow with many
+    tables): they must equal the buffers' own after each way."""
+    writer, ledger = _sink({}, _Files())
+
+    def consistent() -> tuple[int, int]:
+        held = (sum(b.records for b in writer.buffers.values()), sum(b.nbytes for b in writer.buffers.values()))
+        assert (writer.buffered_records, writer.buffered_bytes) == held
+        return held
+
+    async def scenario() -> None:
+        for i, table in enumerate(("db.a", "db.b", "db.c")):
+            writer.buffer(table, [_rows(("t", i), 0, 10)])
+            ledger.accept(("t", i), 0, 10)
+        assert consistent()[0] == 30
+        await writer.complete_write()
+        assert consistent() == (0, 0)
+        writer.buffer("db.a", [_rows(("t", 0), 10, 20)])
+        writer.buffer("db.b", [_rows(("t", 1), 10, 20)])
+        writer.drop_below([("db.a", ("t", 0), 15)], "in a test")
+        assert consistent()[0] == 15
+        writer.release({("t", 1)})
+        assert consistent()[0] == 5
+        writer.reset()
+        assert consistent() == (0, 0)
+
+    run(scenario())
