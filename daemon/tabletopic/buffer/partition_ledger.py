@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from tabletopic.offsets.resume import Offsets, resume_position
+from tabletopic.offsets.resume import Offsets, lowest_recorded, resume_position
 from tabletopic.topic_partition import TopicPartition
 
 Raised = list[tuple[str, TopicPartition, int]]  # (table, partition, new floor): buffered rows below it must go
@@ -26,6 +26,9 @@ class PartitionLedger:
         # from here while no table records the partition yet.
         self._uncommitted_from: dict[TopicPartition, int] = {}
         self._recorded: dict[str, dict[TopicPartition, int]] = {}
+        # Per partition, the least offset any table records: asked for every batch taken, made again from
+        # _recorded after it changes (once a round), not from every table for every batch.
+        self._lowest: dict[TopicPartition, int] | None = None
         self._floors: dict[str, dict[TopicPartition, int]] = {}
 
     # -- reading --------------------------------------------------------------------------------------
@@ -43,8 +46,9 @@ class PartitionLedger:
         offset past it, so its rows are in the tables and, failed, it was dead-lettered before that
         snapshot (a failure is sent, and acknowledged, before its fetch is taken). None if no table
         records ``tp``."""
-        offsets = [recorded[tp] for recorded in self._recorded.values() if tp in recorded]
-        return min(offsets) if offsets else None
+        if self._lowest is None:
+            self._lowest = lowest_recorded(self._recorded)
+        return self._lowest.get(tp)
 
     def resume_from(self, tp: TopicPartition, recorded: Offsets, round_starts: Offsets,
                     group_offset: int | None) -> int | None:
@@ -60,6 +64,7 @@ class PartitionLedger:
         if table not in self._floors:
             if table not in self._recorded:
                 self._recorded[table] = dict(self._read_recorded(table))
+                self._lowest = None
             self._floors[table] = dict(self._recorded[table])
         return self._floors[table]
 
@@ -86,6 +91,7 @@ class PartitionLedger:
             if tp in self._uncommitted_from:
                 self._uncommitted_from[tp] = max(self._uncommitted_from[tp], offset)
         self._recorded.update({t: dict(o) for t, o in recorded.items()})
+        self._lowest = None
         raised: Raised = []
         for table, floors in self._floors.items():
             if table not in recorded:
@@ -102,10 +108,12 @@ class PartitionLedger:
     def adopt(self, recorded: dict[str, dict[TopicPartition, int]]) -> None:
         """What the coordinator says the tables record; floors of rows already buffered stay."""
         self._recorded.update({t: dict(o) for t, o in recorded.items() if o or t in self._recorded})
+        self._lowest = None
 
     def read_again(self, recorded: dict[str, dict[TopicPartition, int]], tps: Iterable[TopicPartition]) -> Raised:
         """After an assignment or a seek: what each table records of ``tps``, read from the tables."""
         self._recorded.update({t: dict(o) for t, o in recorded.items()})
+        self._lowest = None
         raised: Raised = []
         for tp in tps:
             for table, floors in self._floors.items():
@@ -129,6 +137,7 @@ class PartitionLedger:
         self._positions.clear()
         self._floors.clear()
         self._recorded.clear()
+        self._lowest = None
 
     def forget_floors(self, table: str) -> None:
         self._floors.pop(table, None)

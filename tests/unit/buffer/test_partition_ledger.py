@@ -99,3 +99,18 @@ def test_reading_partitions_again_leaves_the_floors_of_tables_not_read() -> None
     raised = ledger.read_again({"tt.b": {TP1: 9}}, [TP1])
     assert raised == [("tt.b", TP1, 9)]
     assert ledger.floors("tt.a") == {TP0: 3, TP1: 8} and ledger.floors("tt.b") == {TP1: 9}
+
+
+def test_what_is_settled_follows_every_change_of_what_the_tables_record() -> None:
+    ledger = _ledger({"db.a": {TP0: 5}})
+    assert ledger.settled_below(TP0) is None  # no table read yet
+    ledger.floors("db.a")
+    assert ledger.settled_below(TP0) == 5
+    ledger.committed({TP0: 9}, {"db.a": {TP0: 9}, "db.b": {TP0: 7, TP1: 3}})
+    assert (ledger.settled_below(TP0), ledger.settled_below(TP1)) == (7, 3)
+    ledger.adopt({"db.b": {TP0: 9, TP1: 4}})
+    assert (ledger.settled_below(TP0), ledger.settled_below(TP1)) == (9, 4)
+    ledger.read_again({"db.a": {TP0: 2}}, [TP0])
+    assert ledger.settled_below(TP0) == 2
+    ledger.reset()
+    assert ledger.settled_below(TP0) is None
