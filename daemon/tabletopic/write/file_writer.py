@@ -84,19 +84,24 @@ class FileWriter:
         started = time.monotonic()
         batch = self._spark.java_class("tabletopic.FileBatch")(str(uuid.uuid4()), self._write_props)
         parts: list[tuple[int | None, int | None, int, int]] = []  # data part, delete part, records, deletes
-        for handle, drained in items:
-            rows = drained.rows
-            if rows.schema != handle.arrow_schema:
-                # Rows buffered before a schema change lack its new columns or have narrower types.
-                rows = conform(rows, handle.arrow_schema, handle.name)
-            if not handle.keyed:
-                parts.append((self._add_data(batch, handle, rows), None, drained.records, 0))
-                continue
-            with self._timed("buffer"):
-                inserts, keys = reduce_changes(rows, drained.ops, drained.order, handle.id_columns)
-            deletes = self._add_deletes(batch, handle, keys)
-            data = self._add_data(batch, handle, inserts) if inserts.num_rows else None
-            parts.append((data, deletes, inserts.num_rows, keys.num_rows))
+        try:
+            for handle, drained in items:
+                rows = drained.rows
+                if rows.schema != handle.arrow_schema:
+                    # Rows buffered before a schema change lack its new columns or have narrower types.
+                    rows = conform(rows, handle.arrow_schema, handle.name)
+                if not handle.keyed:
+                    parts.append((self._add_data(batch, handle, rows), None, drained.records, 0))
+                    continue
+                with self._timed("buffer"):
+                    inserts, keys = reduce_changes(rows, drained.ops, drained.order, handle.id_columns)
+                deletes = self._add_deletes(batch, handle, keys)
+                data = self._add_data(batch, handle, inserts) if inserts.num_rows else None
+                parts.append((data, deletes, inserts.num_rows, keys.num_rows))
+        except BaseException:
+            with contextlib.suppress(Exception):  # a dead JVM holds nothing more; the first error tells why
+                batch.abandon()  # the broadcast tables of the parts added so far
+            raise
         with self._timed("write"):
             files = batch.write()
         seconds = time.monotonic() - started

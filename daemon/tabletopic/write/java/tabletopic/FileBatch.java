@@ -134,12 +134,17 @@ public final class FileBatch {
       }
       return files;
     } finally {
-      for (Broadcast<Table> copy : shared) {
-        copy.destroy();
-      }
-      shared.clear();
-      parts.clear();
+      abandon();
     }
+  }
+
+  /** Releases what the parts added so far hold (their broadcast tables); the batch writes nothing more. */
+  public void abandon() {
+    for (Broadcast<Table> copy : shared) {
+      copy.destroy();
+    }
+    shared.clear();
+    parts.clear();
   }
 
   /** One part's task: its files, each with the part's index. */
