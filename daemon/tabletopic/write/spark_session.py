@@ -76,7 +76,7 @@ class SparkRuntime:
         self._conf = {**DEFAULT_SPARK_CONF, **(conf or {})}
         self._lake = lake
         self._extra_jars = [str(p) for p in extra_jars]
-        if self._conf["spark.master"].startswith("local"):
+        if self.local:
             self._conf = {**LOCAL_MODE_CONF, **self._conf}
         self._classpath = classpath
         self._session: SparkSession | None = None
@@ -141,7 +141,7 @@ class SparkRuntime:
     def _start(self) -> SparkSession:
         classpath = self._classpath or build_classpath(lake=self._lake)
         conf = dict(self._conf)
-        if conf["spark.master"].startswith("local") and classpath.boot_jar is not None:
+        if self.local and classpath.boot_jar is not None:
             # Hadoop's local file system with modes set by a system call: without Hadoop's native library
             # it starts a chmod process for every file and directory it makes (java/boot/.../LocalFiles.java).
             # Hadoop loads it by name before spark.jars are there: it goes on the driver's own classpath,
@@ -162,9 +162,8 @@ class SparkRuntime:
             # Its output (log4j text) is piped into our log, so that every line has the daemon's format.
             gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True, "stdout": subprocess.PIPE,
                                                                "stderr": subprocess.STDOUT})
-            local = conf["spark.master"].startswith("local")
             relay_lines(gateway.proc.stdout, "spark",
-                        _EXPECTED_JVM_WARNINGS + (_EXPECTED_LOCAL_MODE_WARNINGS if local else ()))
+                        _EXPECTED_JVM_WARNINGS + (_EXPECTED_LOCAL_MODE_WARNINGS if self.local else ()))
             SparkContext(conf=spark_conf, gateway=gateway)
         builder = SparkSession.builder
         for key, value in conf.items():
