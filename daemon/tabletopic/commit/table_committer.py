@@ -34,6 +34,7 @@ from tabletopic.offsets.source_offsets import (
 from tabletopic.offsets.table_scope import TableScope
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.iceberg_tables import JAVA_ERRORS, TableHandle, java_error_message
+from tabletopic.write.spark_session import JavaStatics
 
 _VALIDATION_RETRIES = 3
 _TOTALS = ("total-data-files", "total-delete-files", "total-files-size")
@@ -82,9 +83,9 @@ class TableCommitter:
         self._on_retry = on_retry
 
     def _writer(self) -> Any:
-        """tabletopic's SinkWriter class: looked up once, as each lookup is two calls through py4j."""
+        """tabletopic's SinkWriter class and its methods, each looked up once through py4j."""
         if self._writer_class is None:
-            self._writer_class = self._jvm().tabletopic.SinkWriter
+            self._writer_class = JavaStatics(self._jvm().tabletopic.SinkWriter)
         return self._writer_class
 
     def commit(

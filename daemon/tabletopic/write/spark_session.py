@@ -66,6 +66,24 @@ LOCAL_MODE_CONF: dict[str, str] = {"spark.driver.host": "127.0.0.1", "spark.driv
 _EXPECTED_LOCAL_MODE_WARNINGS = ("resolves to a loopback address", "Set SPARK_LOCAL_IP if you need")
 
 
+class JavaStatics:
+    """A Java class's constructor and static members, each member looked up through py4j once: a
+    class asks the JVM what a name is at every use, one more call per static call."""
+
+    def __init__(self, cls: JavaClass) -> None:
+        self._cls = cls
+        self._members: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        member = self._members.get(name)
+        if member is None:
+            member = self._members[name] = getattr(self._cls, name)
+        return member
+
+    def __call__(self, *args: Any) -> Any:
+        return self._cls(*args)
+
+
 class SparkRuntime:
     """Owns the SparkSession; thread-safe for the py4j calls the sink makes."""
 
@@ -82,7 +100,7 @@ class SparkRuntime:
         self._session: SparkSession | None = None
         self._lock = threading.Lock()
         self._catalogs: dict[str, dict[str, str]] = {}
-        self._classes: dict[str, JavaClass] = {}
+        self._classes: dict[str, JavaStatics] = {}
         self._catalog_users: dict[str, int] = {}  # connectors using each name: its properties change only at 0
 
     @property
@@ -210,7 +228,7 @@ class SparkRuntime:
         with self._lock:
             self._catalog_users[name] = max(0, self._catalog_users.get(name, 0) - 1)
 
-    def java_class(self, name: str) -> JavaClass:
+    def java_class(self, name: str) -> JavaStatics:
         """The Java class ``name`` (fully qualified), for static calls and constructors.
 
         py4j resolves ``jvm.org.apache.X`` one dotted part at a time, a call to the JVM each: five calls
@@ -218,7 +236,8 @@ class SparkRuntime:
         """
         found = self._classes.get(name)
         if found is None:
-            found = self._classes[name] = JavaClass(name, self.session.sparkContext._gateway._gateway_client)
+            client = self.session.sparkContext._gateway._gateway_client
+            found = self._classes[name] = JavaStatics(JavaClass(name, client))
         return found
 
     def activate(self) -> SparkSession:
