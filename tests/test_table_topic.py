@@ -84,7 +84,7 @@ def test_fifty_topics_become_their_tables_a_new_one_too_and_survive_a_sigkill_mi
         assert recorded_topics(topic) == {topic}, topic
 
     # Killed as the first table of a round that holds a wave on every topic commits: the round is cut
-    # between its tables (fifty commits, two at a time). Restarted, every table ends exact.
+    # between its tables (fifty commits, eight at a time). Restarted, every table ends exact.
     before = commits()
     for topic in [*topics, late]:
         send(topic, 40)
