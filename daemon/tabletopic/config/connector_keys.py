@@ -199,7 +199,7 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
     Key("tabletopic.maintenance.snapshots.max-count", KeyType.INT, 200,
         "A commit to a table's main branch that finds more snapshots than this expires the oldest in the same "
         "transaction, however young, down to half of this (and never below retain-last). Every snapshot adds "
-        "about 0.7 KB to the metadata.json each commit rewrites, so this bounds it at any commit interval: "
+        "about 1.2 KB to the metadata.json each commit rewrites, so this bounds it at any commit interval: "
         "200 keeps about 17 minutes of history at a 5 s interval, 100 s at 1 s. Applies in auto mode to append "
         "tables too; 0 turns it off.", minimum=0),
     Key("tabletopic.maintenance.orphans.older-than-ms", KeyType.LONG, 3 * 86_400_000,
