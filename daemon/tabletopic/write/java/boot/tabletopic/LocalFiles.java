@@ -17,8 +17,8 @@ import org.apache.hadoop.fs.permission.FsPermission;
  *
  * <p>Without Hadoop's native library (no wheel ships it), Hadoop sets the mode of every file and
  * directory it creates by starting {@code chmod}: about twelve processes for each table's write and
- * commit, most of a commit's 70 ms on a local warehouse (JFR's process-start events showed them).
- * Java sets the same mode without one.
+ * commit (JFR's process-start events showed them), about half of a commit's 70 ms on a local
+ * warehouse. Java sets the same mode without one.
  */
 public final class LocalFiles extends LocalFileSystem {
   public LocalFiles() {
