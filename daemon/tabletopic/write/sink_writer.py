@@ -223,7 +223,8 @@ class SinkWriter:
         await self._write_group([drained], resets)
 
     async def _write_group(self, group: list[Drained], resets: int) -> None:
-        """The rows of ``group``'s tables, in one Spark job (see :meth:`FileWriter.write_many`)."""
+        """The rows of ``group``'s tables, in one write: on the driver, or one Spark job
+        (see :meth:`FileWriter.write_many`)."""
         items = [(self._tables.get(d.table), d) for d in group]
         self._in_flight.extend(group)
         self._flight_bytes += sum(d.nbytes for d in group)
@@ -275,7 +276,7 @@ class SinkWriter:
             return WriteResult(positions, starts, cut_at, written, written_floors)
 
     async def _write_all(self, drained: list[Drained], resets: int) -> None:
-        """Every table's rows, in up to ``parallelism`` Spark jobs at once, each writing a share of the
+        """Every table's rows, in up to ``parallelism`` writes at once, each taking a share of the
         tables. All of them end before this does; then the first failure, if any, is raised."""
         outcomes = await asyncio.gather(*(self._write_group(group, resets)
                                           for group in shares(drained, self._parallelism)),
