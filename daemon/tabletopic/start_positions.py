@@ -15,7 +15,7 @@ from typing import Any
 from tabletopic.buffer.partition_ledger import PartitionLedger
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.offsets.java_sink import check_takeover, java_sink_commit
-from tabletopic.offsets.source_offsets import Recorded, read_recorded, tables_recording
+from tabletopic.offsets.source_offsets import Recorded, tables_recording
 from tabletopic.route.table_feeds import TableFeeds
 from tabletopic.system_outages import SystemOutages
 from tabletopic.topic_partition import TopicPartition
@@ -27,11 +27,7 @@ GroupOffsets = Callable[[list[TopicPartition]], Awaitable[dict[TopicPartition, i
 
 def table_reader(tables: IcebergTables, group_id: str) -> Callable[[str], Recorded]:
     """What a table records for ``group_id``, read from its newest metadata."""
-    def read(table: str) -> Recorded:
-        handle = tables.get(table)
-        handle.java.refresh()
-        return read_recorded(handle.java, handle.branch, group_id)
-    return read
+    return lambda table: tables.recorded(table, group_id)
 
 
 class StartPositions:

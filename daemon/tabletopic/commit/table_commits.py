@@ -25,7 +25,6 @@ from tabletopic.commit.commit_state import clean_after
 from tabletopic.commit.events import Answer
 from tabletopic.commit.table_committer import CommitFailed, CommitFenced, CommitResult, TableCommitter
 from tabletopic.observe.metrics import SinkMetrics
-from tabletopic.offsets.source_offsets import read_offsets
 from tabletopic.offsets.table_scope import TableScope, unrecorded
 from tabletopic.route.table_feeds import TableFeeds
 from tabletopic.topic_partition import TopicPartition
@@ -78,9 +77,7 @@ class TableCommits:
         for table in {*names, *self._tables.known(), *self._static}:
             if table not in self._offsets:
                 with contextlib.suppress(Exception):  # a table that does not exist yet records nothing
-                    handle = self._tables.get(table)
-                    handle.java.refresh()
-                    self._offsets[table] = read_offsets(handle.java, handle.branch, self._group_id)
+                    self._offsets[table] = self._tables.recorded(table, self._group_id).offsets
                     self._last_commit.setdefault(table, self._rounds)
         return {t: dict(o) for t, o in self._offsets.items()}
 

@@ -23,6 +23,7 @@ from pyspark.sql.types import StructType
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.partition_by import PartitionField
 from tabletopic.isolation import SystemUnavailable
+from tabletopic.offsets.source_offsets import Recorded, read_recorded
 from tabletopic.write.spark_session import SparkRuntime
 
 log = structlog.get_logger(__name__)
@@ -182,6 +183,13 @@ class IcebergTables:
             handle = self._handle(name, java)
             self._handles[name] = handle
             return handle
+
+    def recorded(self, name: str, group_id: str) -> Recorded:
+        """What table ``name`` records for ``group_id``, read from its newest metadata, a snapshot a py4j call."""
+        handle = self.get(name)
+        handle.java.refresh()
+        return read_recorded(handle.java, handle.branch, group_id,
+                             helper=self._spark.java_class("tabletopic.SinkWriter"))
 
     def try_load(self, name: str) -> TableHandle | None:
         """The table if it exists, without creating it."""
