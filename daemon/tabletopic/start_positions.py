@@ -33,9 +33,9 @@ def table_reader(tables: IcebergTables, group_id: str) -> Callable[[str], Record
 class StartPositions:
     def __init__(self, config: ConnectorConfig, tables: IcebergTables, ledger: PartitionLedger,
                  writer: SinkWriter, read_table: Callable[[str], Recorded], group_offsets: GroupOffsets,
-                 outages: SystemOutages, log: Any, feeds: TableFeeds | None = None) -> None:
+                 outages: SystemOutages, log: Any, feeds: TableFeeds) -> None:
         self._config = config
-        self._feeds = feeds if feeds is not None else TableFeeds.of(config, "earliest")
+        self._feeds = feeds
         self._read_table = read_table
         self._tables = tables
         self._ledger = ledger

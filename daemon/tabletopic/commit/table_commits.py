@@ -50,14 +50,14 @@ class RoundOutcome:
 class TableCommits:
     def __init__(self, tables: IcebergTables, committer: TableCommitter, metrics: SinkMetrics, group_id: str,
                  static_tables: list[str], refresh_rounds: int, timeout_s: float, threads: int,
-                 feeds: TableFeeds | None = None) -> None:
+                 feeds: TableFeeds) -> None:
         self._log = log.bind(connector=metrics.connector)
         self._tables = tables
         self._committer = committer
         self._metrics = metrics
         self._group_id = group_id
         self._static = static_tables
-        self._feeds = feeds if feeds is not None else TableFeeds(None)
+        self._feeds = feeds
         self._refresh_rounds = refresh_rounds
         self._timeout_s = timeout_s
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"commit-{metrics.connector}")
