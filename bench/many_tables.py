@@ -46,6 +46,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from e2e_throughput import PARTITIONS, Trace, cli_daemon, json_events, record, send, tabletopic_run
 from tabletopic.demo.broker import EmbeddedBroker, create_topic, stop_process
+from tabletopic.route.router import topic_table
 
 ONE_TOPIC = "one_table"
 
@@ -61,8 +62,8 @@ async def create_topics(bootstrap: str, names: list[str]) -> None:
 
 
 def table_of(topic: str, routing: str) -> str:
-    """The table a topic's records go to: in Table Topic mode its own name made one, else ``tt.tNNNN``."""
-    return f"tt.{re.sub(r'[^a-z0-9_]', '_', topic.lower())}" if routing == "table-topic" else topic.lower()
+    """The table a topic's records go to: in Table Topic mode the daemon's own name for it, else ``tt.tNNNN``."""
+    return topic_table("tt", topic) if routing == "table-topic" else topic.lower()
 
 
 def produce(bootstrap: str, placements: list[tuple[str, int]], start: int, routing: str = "table-topic") -> None:
