@@ -155,6 +155,40 @@ def test_upsert_semantics_across_rounds(bootstrap: str, spark: SparkRuntime, war
         assert got == want
 
 
+@pytest.mark.parametrize("prefix", ["acct-", "customer-account-"], ids=["short", "past-the-statistics"])
+def test_string_keys_are_updated_in_the_files_whose_bounds_hold_them(bootstrap: str, spark: SparkRuntime,
+                                                                    warehouse: Warehouse, prefix: str) -> None:
+    """A commit reads only the data files whose key bounds reach its deletes' own bounds: exact ones for
+    short keys, and, past the 16 characters Parquet statistics keep of a string, cut ones."""
+    topic, table = unique("strkeys"), f"cdc.strkeys_{len(prefix)}"
+    create_topic(bootstrap, topic, 1)
+
+    def upsert(key: int, v: int) -> tuple[bytes, bytes, int]:
+        return f"{prefix}{key:04}".encode(), json.dumps({"id": f"{prefix}{key:04}", "v": v}).encode(), 0
+
+    steps = [
+        [upsert(k, 1) for k in range(0, 40)],
+        [upsert(k, 2) for k in range(40, 80)],  # keys above every file's bound: nothing to delete
+        [upsert(k, 3) for k in (0, 39, 40, 79)] + [upsert(k, 3) for k in range(80, 90)],  # the bounds' own keys
+    ]
+    connector = connector_props(f"strkeys{len(prefix)}", topic, table, warehouse, {
+        "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.tables.default-id-columns": "id", "iceberg.tables.upsert-mode-enabled": "true",
+        "iceberg.control.commit.interval-ms": "1000"})
+    want: dict[str, int] = {}
+    sent = 0
+    for step in steps:
+        produce(bootstrap, topic, step)
+        sent += len(step)
+        want.update({json.loads(value)["id"]: json.loads(value)["v"] for _, value, _ in step})
+        code, _ = run_in_process(spark, worker_props(bootstrap), [connector], until=lambda d, n=sent: sum(
+            d.connectors[0].task.committed_offsets(table).values()) >= n)
+        assert code == 0
+        rows = [(r.id, int(r.v)) for r in warehouse.rows(table, "id, v")]
+        assert len(rows) == len(want), "a key is in the table twice: its old row was not deleted"
+        assert dict(rows) == want
+
+
 @pytest.mark.timeout(420)
 @pytest.mark.slow
 def test_a_v2_table_upgraded_to_v3_while_the_sink_runs_takes_vectors_from_its_next_commit(

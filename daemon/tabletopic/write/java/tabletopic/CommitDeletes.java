@@ -15,6 +15,7 @@ import org.apache.iceberg.FileScanTask;
 import org.apache.iceberg.Schema;
 import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.Table;
+import org.apache.iceberg.expressions.Expression;
 import org.apache.iceberg.expressions.InclusiveMetricsEvaluator;
 import org.apache.iceberg.io.CloseableIterable;
 
@@ -92,11 +93,20 @@ public final class CommitDeletes {
       // Nothing older to delete: the deletes apply to no row, and the commit carries none.
       return new AtCommit(kept, List.of(), Set.of(), List.of(), equality);
     }
+    Set<String> live = new HashSet<>(); // every live data file: merged positions in others are dropped
+    List<DataFile> reached = reached(table, head, EqualityKeys.declaredRange(table.schema(), equality), live);
+    if (reached == null) {
+      return null;
+    }
+    if (reached.isEmpty()) {
+      // No live file's key bounds reach the deletes' own: they delete no row, and no key is read.
+      // This is the common case of keys that only grow, an upsert stream that mostly inserts.
+      return new AtCommit(kept, List.of(), Set.of(), List.of(), equality);
+    }
     for (int index = 0; index < equality.size(); index++) {
       keys.load(equality.get(index), shapes.get(index));
     }
-    Set<String> live = new HashSet<>(); // every live data file: merged positions in others are dropped
-    List<DataFile> searched = searched(table, head, keys, live, maxRows);
+    List<DataFile> searched = searched(table, reached, keys, maxRows);
     if (searched == null) {
       return null;
     }
@@ -141,33 +151,54 @@ public final class CommitDeletes {
   }
 
   /**
-   * The live data files of {@code head} that may hold a loaded key, each added to {@code live} with
-   * the rest; null when one is not Parquet or they hold more than {@code maxRows} rows.
+   * The live data files of {@code head} whose key bounds reach {@code range}, with their column
+   * statistics, each live file added to {@code live}; null when one is not Parquet.
    *
    * <p>A data file whose key bounds leave out every deleted key holds none of their rows, and is not
    * read: Iceberg's own evaluator decides, as for a filtered scan. With keys that grow over time, a
    * commit that updates recent keys reads only the recent files, however big the table.
    */
-  private static List<DataFile> searched(
-      Table table, Snapshot head, EqualityKeys keys, Set<String> live, long maxRows)
+  private static List<DataFile> reached(Table table, Snapshot head, Expression range, Set<String> live)
       throws IOException {
-    InclusiveMetricsEvaluator holdsKeys = new InclusiveMetricsEvaluator(table.schema(), keys.range());
-    List<DataFile> searched = new ArrayList<>();
-    long searchedRows = 0;
+    InclusiveMetricsEvaluator reaches = new InclusiveMetricsEvaluator(table.schema(), range);
+    List<DataFile> reached = new ArrayList<>();
     try (CloseableIterable<FileScanTask> tasks =
-        table.newScan().useSnapshot(head.snapshotId()).includeColumnStats().planFiles()) {
+        table
+            .newScan()
+            .useSnapshot(head.snapshotId())
+            .includeColumnStats()
+            .planWith(SinkWriter.IN_THIS_THREAD)
+            .planFiles()) {
       for (FileScanTask task : tasks) {
         DataFile file = task.file();
         if (file.format() != FileFormat.PARQUET) {
           return null;
         }
-        if (live.add(file.location()) && holdsKeys.eval(file)) {
-          searchedRows += file.recordCount();
-          if (searchedRows > maxRows) {
-            return null;
-          }
-          searched.add(file.copyWithoutStats());
+        if (live.add(file.location()) && reaches.eval(file)) {
+          reached.add(file.copy());
         }
+      }
+    }
+    return reached;
+  }
+
+  /**
+   * The files of {@code reached} whose key bounds reach the loaded keys' own (narrower than the
+   * delete files' declared bounds when deletes of several commits are resolved together); null
+   * when they hold more than {@code maxRows} rows.
+   */
+  private static List<DataFile> searched(
+      Table table, List<DataFile> reached, EqualityKeys keys, long maxRows) {
+    InclusiveMetricsEvaluator holdsKeys = new InclusiveMetricsEvaluator(table.schema(), keys.range());
+    List<DataFile> searched = new ArrayList<>();
+    long searchedRows = 0;
+    for (DataFile file : reached) {
+      if (holdsKeys.eval(file)) {
+        searchedRows += file.recordCount();
+        if (searchedRows > maxRows) {
+          return null;
+        }
+        searched.add(file.copyWithoutStats());
       }
     }
     return searched;

@@ -191,7 +191,7 @@ public final class DeleteConversion {
     static Planned of(Table table, Snapshot snapshot) throws IOException {
       Planned planned = new Planned();
       try (CloseableIterable<FileScanTask> tasks =
-          table.newScan().useSnapshot(snapshot.snapshotId()).planFiles()) {
+          table.newScan().useSnapshot(snapshot.snapshotId()).planWith(SinkWriter.IN_THIS_THREAD).planFiles()) {
         for (FileScanTask task : tasks) {
           DataFile file = task.file();
           planned.live.putIfAbsent(file.location(), file.copyWithoutStats());

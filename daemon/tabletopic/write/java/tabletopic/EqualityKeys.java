@@ -1,6 +1,7 @@
 package tabletopic;
 
 import java.io.IOException;
+import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.BitSet;
@@ -18,6 +19,7 @@ import org.apache.iceberg.expressions.Expressions;
 import org.apache.iceberg.io.CloseableIterable;
 import org.apache.iceberg.parquet.Parquet;
 import org.apache.iceberg.types.Comparators;
+import org.apache.iceberg.types.Conversions;
 import org.apache.iceberg.types.Type;
 import org.apache.iceberg.types.TypeUtil;
 import org.apache.iceberg.types.Types;
@@ -91,6 +93,46 @@ final class EqualityKeys {
       range = Expressions.or(range, shape.range());
     }
     return range;
+  }
+
+  /**
+   * Where a data file's column bounds must reach for it to hold a key of {@code deletes}, read from
+   * the delete files' own statistics, before any key is read. A delete file's bound on a column is
+   * used only where it is an int, long or string column of the table's top level and the file
+   * holds no null in it (a null key is outside any range); elsewhere that column does not narrow.
+   */
+  static Expression declaredRange(Schema schema, List<DeleteFile> deletes) {
+    Expression range = Expressions.alwaysFalse();
+    for (DeleteFile delete : deletes) {
+      Expression one = Expressions.alwaysTrue();
+      for (int id : delete.equalityFieldIds()) {
+        Types.NestedField column = schema.asStruct().field(id);
+        Type.TypeID type = column == null ? null : column.type().typeId();
+        if (type != Type.TypeID.INTEGER && type != Type.TypeID.LONG && type != Type.TypeID.STRING) {
+          continue;
+        }
+        ByteBuffer lower = delete.lowerBounds() == null ? null : delete.lowerBounds().get(id);
+        ByteBuffer upper = delete.upperBounds() == null ? null : delete.upperBounds().get(id);
+        Long nulls = delete.nullValueCounts() == null ? null : delete.nullValueCounts().get(id);
+        if (lower == null || upper == null || nulls == null || nulls != 0) {
+          continue;
+        }
+        Object least = Conversions.fromByteBuffer(column.type(), lower);
+        Object greatest = Conversions.fromByteBuffer(column.type(), upper);
+        one =
+            Expressions.and(
+                one,
+                Expressions.and(
+                    Expressions.greaterThanOrEqual(column.name(), plain(least)),
+                    Expressions.lessThanOrEqual(column.name(), plain(greatest))));
+      }
+      range = Expressions.or(range, one);
+    }
+    return range;
+  }
+
+  private static Object plain(Object value) {
+    return value instanceof CharSequence ? value.toString() : value;
   }
 
   /** The positions of {@code file}'s rows whose key a delete in {@code applying} holds, in file order per shape. */

@@ -50,9 +50,10 @@ public final class SinkWriter {
    * Runs a commit's manifest work in the committing thread. Iceberg hands that work (a few small
    * manifests for a sink's commit) to its worker pool and polls for it every 10 ms: three or four
    * polls were most of a commit's time, about 30 ms of a 40 ms commit, idle. Commits of many tables
-   * run side by side on the coordinator's own threads instead.
+   * run side by side on the coordinator's own threads instead. A scan's planning over several
+   * manifests polls the same way, and is run here too.
    */
-  private static final ExecutorService IN_THIS_THREAD = MoreExecutors.newDirectExecutorService();
+  static final ExecutorService IN_THIS_THREAD = MoreExecutors.newDirectExecutorService();
 
   private SinkWriter() {}
 
