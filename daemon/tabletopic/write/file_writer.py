@@ -49,22 +49,34 @@ class FileWriter:
         """Rows a Spark task would take alone, where the driver is the executors (a local master)."""
         return self._spark.local and rows.num_rows <= MIN_ROWS_PER_TASK
 
-    def _add_data(self, batch: Any, handle: TableHandle, rows: pa.Table) -> int:
+    def _add_data(self, batch: Any, handle: TableHandle, rows: pa.Table, kept: contextlib.ExitStack) -> int:
         if not self._on_driver(rows):
             with self._timed("handoff"):
                 frame = self._spark.dataframe_from_arrow(rows)._jdf
             return int(batch.addData(frame, handle.java, handle.schema_id))
-        with self._timed("write"), arrow_file(rows) as (path, spark_type):
-            return int(batch.addLocalData(path, spark_type, handle.java, handle.schema_id))
+        path, spark_type = kept.enter_context(arrow_file(rows))
+        return int(batch.addLocalData(path, spark_type, handle.java, handle.schema_id))
 
-    def _add_deletes(self, batch: Any, handle: TableHandle, keys: pa.Table) -> int:
+    def _add_deletes(self, batch: Any, handle: TableHandle, keys: pa.Table, kept: contextlib.ExitStack) -> int:
         if not self._on_driver(keys):
             with self._timed("handoff"):
                 frame = self._spark.dataframe_from_arrow(keys)._jdf
             return int(batch.addEqualityDeletes(frame, handle.java, handle.delete_spec_id, handle.equality_ids))
-        with self._timed("write"), arrow_file(keys) as (path, spark_type):
-            return int(batch.addLocalEqualityDeletes(path, spark_type, handle.java, handle.delete_spec_id,
-                                                     handle.equality_ids))
+        path, spark_type = kept.enter_context(arrow_file(keys))
+        return int(batch.addLocalEqualityDeletes(path, spark_type, handle.java, handle.delete_spec_id,
+                                                 handle.equality_ids))
+
+    def _shaped(self, handle: TableHandle, drained: Drained) -> tuple[pa.Table | None, pa.Table | None]:
+        """(rows for data files, keys for equality-delete files) of one table's write; None: no such file."""
+        rows = drained.rows
+        if rows.schema != handle.arrow_schema:
+            # Rows buffered before a schema change lack its new columns or have narrower types.
+            rows = conform(rows, handle.arrow_schema, handle.name)
+        if not handle.keyed:
+            return rows, None
+        with self._timed("buffer"):
+            inserts, keys = reduce_changes(rows, drained.ops, drained.order, handle.id_columns)
+        return (inserts if inserts.num_rows else None), keys
 
     @property
     def jvm(self) -> Any:
@@ -78,38 +90,34 @@ class FileWriter:
 
         A job costs the driver the same whether it writes one row or a million, and a round may write
         hundreds of tables: with a local master, rows that would make one task are written on the
-        driver, in this thread, with no job (``tabletopic.FileBatch``), and the rest in one job for
-        them all.
+        driver with no job (``tabletopic.FileBatch``), side by side and while one job writes the rest.
         """
         started = time.monotonic()
         batch = self._spark.java_class("tabletopic.FileBatch")(str(uuid.uuid4()), self._write_props)
-        parts: list[tuple[int | None, int | None, int, int]] = []  # data part, delete part, records, deletes
-        try:
-            for handle, drained in items:
-                rows = drained.rows
-                if rows.schema != handle.arrow_schema:
-                    # Rows buffered before a schema change lack its new columns or have narrower types.
-                    rows = conform(rows, handle.arrow_schema, handle.name)
-                if not handle.keyed:
-                    parts.append((self._add_data(batch, handle, rows), None, drained.records, 0))
-                    continue
-                with self._timed("buffer"):
-                    inserts, keys = reduce_changes(rows, drained.ops, drained.order, handle.id_columns)
-                deletes = self._add_deletes(batch, handle, keys)
-                data = self._add_data(batch, handle, inserts) if inserts.num_rows else None
-                parts.append((data, deletes, inserts.num_rows, keys.num_rows))
-        except BaseException:
-            with contextlib.suppress(Exception):  # a dead JVM holds nothing more; the first error tells why
-                batch.abandon()  # the broadcast tables of the parts added so far
-            raise
-        with self._timed("write"):
-            files = batch.write()
+        shaped = [self._shaped(handle, drained) for handle, drained in items]
+        parts: list[list[int | None]] = [[None, None] for _ in items]  # data part, delete part
+        # The Arrow files of the driver's parts are read in batch.write(), and removed after it.
+        with contextlib.ExitStack() as kept:
+            try:
+                for (handle, _), (rows, keys), part in zip(items, shaped, parts, strict=True):
+                    if rows is not None:
+                        part[0] = self._add_data(batch, handle, rows, kept)
+                    if keys is not None:
+                        part[1] = self._add_deletes(batch, handle, keys, kept)
+                with self._timed("write"):
+                    files = batch.write()
+            except BaseException:
+                with contextlib.suppress(Exception):  # a dead JVM holds nothing more; the first error tells why
+                    batch.abandon()  # the broadcast tables of the parts added so far
+                raise
         seconds = time.monotonic() - started
         writer = self._spark.java_class("tabletopic.SinkWriter")
         written = []
-        for (handle, drained), (data, deletes, records, deleted) in zip(items, parts, strict=True):
-            got = [files.get(i) for i in (data, deletes) if i is not None]
+        for (handle, drained), (rows, keys), indexes in zip(items, shaped, parts, strict=True):
+            got = [files.get(i) for i in indexes if i is not None]
             part = got[0] if len(got) == 1 else writer.concat(*got)
-            written.append(WrittenFiles(handle.name, part, int(part.size()), records, drained.max_timestamp_ms,
-                                        seconds, deletes=deleted, floors=drained.floors))
+            records = drained.records if keys is None else rows.num_rows if rows is not None else 0
+            written.append(WrittenFiles(handle.name, part, int(part.size()), records,
+                                        drained.max_timestamp_ms, seconds,
+                                        deletes=keys.num_rows if keys is not None else 0, floors=drained.floors))
         return written

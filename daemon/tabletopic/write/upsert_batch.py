@@ -24,6 +24,10 @@ def reduce_changes(rows: pa.Table, ops: np.ndarray, order: np.ndarray,
         return rows, rows.select(id_columns)
     keys = rows.select(id_columns).append_column(_SEQ, pa.array(order, pa.int64()))
     last = keys.group_by(id_columns, use_threads=False).aggregate([(_SEQ, "max")])
+    if last.num_rows == rows.num_rows:
+        # No key twice, as in most batches: every row is its key's last change, and nothing is taken.
+        upserts = ops == UPSERT
+        return (rows if upserts.all() else rows.filter(pa.array(upserts))), rows.select(id_columns)
     by_rank = np.empty(len(order), dtype=np.int64)
     by_rank[order] = np.arange(len(order))
     winners = np.sort(by_rank[last.column(f"{_SEQ}_max").to_numpy()])

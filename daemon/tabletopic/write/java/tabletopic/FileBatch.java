@@ -1,15 +1,21 @@
 package tabletopic;
 
-import java.io.IOException;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ForkJoinPool;
+import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 import org.apache.iceberg.ContentFile;
 import org.apache.iceberg.Schema;
 import org.apache.iceberg.SerializableTable;
 import org.apache.iceberg.Table;
+import org.apache.spark.api.java.JavaFutureAction;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.api.java.function.FlatMapFunction;
@@ -29,13 +35,18 @@ import scala.Tuple2;
  * holds: a round of 200 small tables spent most of its time starting jobs. Tables with few rows are
  * written on the driver; the rest share one job, whose tasks are the union of theirs. A union's
  * tasks each carry the whole union's plan, so it suits a few large writes, not hundreds of small.
+ *
+ * <p>Nothing is written before {@link #write}. It starts the job, then writes the driver's parts
+ * while the executors write, side by side on the driver's cores: an upsert's keys and its rows, each
+ * one write of the driver, then take the time of the larger alone.
  */
 public final class FileBatch {
   private final String operationId;
   private final HashMap<String, String> writeProps;
   private final List<JavaRDD<Tuple2<Integer, ContentFile<?>>>> parts = new ArrayList<>();
   private final List<Broadcast<Table>> shared = new ArrayList<>();
-  private final List<List<ContentFile<?>>> files = new ArrayList<>(); // by part; a job's filled by write()
+  private final List<List<ContentFile<?>>> files = new ArrayList<>(); // by part, filled by write()
+  private final List<Callable<List<ContentFile<?>>>> local = new ArrayList<>(); // part index -> null if a job's
   private JavaSparkContext context;
   private static final long LOCAL_TASK_IDS = 1L << 40;
 
@@ -71,10 +82,10 @@ public final class FileBatch {
 
   /**
    * Writes the rows of the Arrow IPC stream at {@code arrowPath} (of Spark type {@code sparkSchemaJson},
-   * in the shape of schema {@code schemaId}) as data files, now, on this thread.
+   * in the shape of schema {@code schemaId}) as data files on the driver, in {@link #write}, which
+   * must come before the file is removed.
    */
-  public int addLocalData(String arrowPath, String sparkSchemaJson, Table table, int schemaId)
-      throws IOException {
+  public int addLocalData(String arrowPath, String sparkSchemaJson, Table table, int schemaId) {
     Schema schema = table.schemas().get(schemaId);
     if (schema == null) {
       throw new IllegalArgumentException("table " + table.name() + " has no schema " + schemaId);
@@ -82,10 +93,9 @@ public final class FileBatch {
     return addLocal(arrowPath, sparkSchemaJson, table, schema, table.spec().specId(), null);
   }
 
-  /** Writes the keys of the Arrow IPC stream at {@code arrowPath} as equality-delete files, now. */
+  /** Writes the keys of the Arrow IPC stream at {@code arrowPath} as equality-delete files, as {@link #addLocalData}. */
   public int addLocalEqualityDeletes(
-      String arrowPath, String sparkSchemaJson, Table table, int specId, List<Integer> fieldIds)
-      throws IOException {
+      String arrowPath, String sparkSchemaJson, Table table, int specId, List<Integer> fieldIds) {
     StructType sparkSchema = (StructType) DataType.fromJson(sparkSchemaJson);
     Schema deleteSchema = table.schema().select(sparkSchema.fieldNames());
     int[] ids = fieldIds.stream().mapToInt(Integer::intValue).toArray();
@@ -93,15 +103,15 @@ public final class FileBatch {
   }
 
   private int addLocal(
-      String arrowPath, String sparkSchemaJson, Table table, Schema rowSchema, int specId, int[] ids)
-      throws IOException {
+      String arrowPath, String sparkSchemaJson, Table table, Schema rowSchema, int specId, int[] ids) {
     StructType sparkSchema = (StructType) DataType.fromJson(sparkSchemaJson);
     TaskFileWriter task =
         new TaskFileWriter(null, sparkSchema, rowSchema, specId, ids, operationId, writeProps);
     int index = files.size();
+    files.add(null);
     // The part's index names its files apart from the other parts' (a job's tasks are numbered
     // from 0 too, so local parts count from far above them).
-    files.add(LocalWrite.write(task, sparkSchema, table, index, LOCAL_TASK_IDS + index, arrowPath));
+    local.add(() -> LocalWrite.write(task, sparkSchema, table, index, LOCAL_TASK_IDS + index, arrowPath));
     return index;
   }
 
@@ -113,6 +123,7 @@ public final class FileBatch {
     shared.add(copy);
     int index = files.size();
     files.add(new ArrayList<>());
+    local.add(null);
     TaskFileWriter task =
         new TaskFileWriter(
             copy, rows.schema(), rowSchema, specId, equalityFieldIds, operationId, writeProps);
@@ -120,31 +131,97 @@ public final class FileBatch {
     return index;
   }
 
-  /** Writes every Dataset part in one job; the files of part {@code i} are at {@code i}. Once only. */
+  /**
+   * Writes every part: the Dataset parts in one job, the driver's parts while it runs. The files of
+   * part {@code i} are at {@code i}. Once only.
+   */
   @SuppressWarnings("unchecked")
-  public List<List<ContentFile<?>>> write() {
+  public List<List<ContentFile<?>>> write() throws InterruptedException {
+    JavaFutureAction<List<Tuple2<Integer, ContentFile<?>>>> job = null;
     try {
-      if (parts.isEmpty()) {
-        return files;
+      if (!parts.isEmpty()) {
+        JavaRDD<Tuple2<Integer, ContentFile<?>>> all =
+            parts.size() == 1 ? parts.get(0) : context.union(parts.toArray(new JavaRDD[0]));
+        job = all.collectAsync();
       }
-      JavaRDD<Tuple2<Integer, ContentFile<?>>> all =
-          parts.size() == 1 ? parts.get(0) : context.union(parts.toArray(new JavaRDD[0]));
-      for (Tuple2<Integer, ContentFile<?>> file : all.collect()) {
-        files.get(file._1()).add(file._2());
+      writeLocal();
+      if (job != null) {
+        List<Tuple2<Integer, ContentFile<?>>> written;
+        try {
+          written = job.get();
+        } catch (ExecutionException e) {
+          // The job's own failure, as a collect() throws it: callers read the causes it carries.
+          throw FileBatch.<RuntimeException>rethrown(e.getCause());
+        }
+        job = null;
+        for (Tuple2<Integer, ContentFile<?>> file : written) {
+          files.get(file._1()).add(file._2());
+        }
       }
       return files;
     } finally {
+      if (job != null) {
+        job.cancel(true); // its files, if any were written, are orphans that maintenance removes
+      }
       abandon();
+    }
+  }
+
+  /**
+   * The driver's parts, on this thread and the common pool's: each thread takes the next part not
+   * yet taken. The first failure is thrown once every part taken is done.
+   */
+  private void writeLocal() throws InterruptedException {
+    List<Integer> queued = new ArrayList<>();
+    for (int i = 0; i < local.size(); i++) {
+      if (local.get(i) != null) {
+        queued.add(i);
+      }
+    }
+    AtomicInteger next = new AtomicInteger();
+    AtomicReference<Throwable> failed = new AtomicReference<>();
+    Runnable drain =
+        () -> {
+          for (int n; (n = next.getAndIncrement()) < queued.size() && failed.get() == null; ) {
+            int index = queued.get(n);
+            try {
+              files.set(index, local.get(index).call());
+            } catch (Throwable e) {
+              failed.compareAndSet(null, e);
+            }
+          }
+        };
+    int helpers = Math.min(queued.size() - 1, ForkJoinPool.getCommonPoolParallelism());
+    List<Future<?>> helping = new ArrayList<>();
+    for (int i = 0; i < helpers; i++) {
+      helping.add(ForkJoinPool.commonPool().submit(drain));
+    }
+    drain.run();
+    for (Future<?> helper : helping) {
+      try {
+        helper.get();
+      } catch (ExecutionException e) {
+        failed.compareAndSet(null, e.getCause());
+      }
+    }
+    if (failed.get() != null) {
+      throw FileBatch.<RuntimeException>rethrown(failed.get());
     }
   }
 
   /** Releases what the parts added so far hold (their broadcast tables); the batch writes nothing more. */
   public void abandon() {
+    local.clear();
     for (Broadcast<Table> copy : shared) {
       copy.destroy();
     }
     shared.clear();
     parts.clear();
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <E extends Throwable> E rethrown(Throwable cause) throws E {
+    throw (E) cause;
   }
 
   /** One part's task: its files, each with the part's index. */

@@ -59,7 +59,8 @@ public final class SinkWriter {
 
   /** Writes {@code rows} as data files of schema {@code schemaId}: a {@link FileBatch} of one. */
   public static List<ContentFile<?>> writeDataFiles(
-      Dataset<Row> rows, Table table, int schemaId, String operationId, Map<String, String> writeProps) {
+      Dataset<Row> rows, Table table, int schemaId, String operationId, Map<String, String> writeProps)
+      throws InterruptedException {
     FileBatch batch = new FileBatch(operationId, writeProps);
     batch.addData(rows, table, schemaId);
     return batch.write().get(0);
@@ -72,7 +73,8 @@ public final class SinkWriter {
       int specId,
       List<Integer> fieldIds,
       String operationId,
-      Map<String, String> writeProps) {
+      Map<String, String> writeProps)
+      throws InterruptedException {
     FileBatch batch = new FileBatch(operationId, writeProps);
     batch.addEqualityDeletes(keys, table, specId, fieldIds);
     return batch.write().get(0);
