@@ -2,7 +2,8 @@
 
 1. Writes N keys (default 1,000,000, 10 columns) into an append table and into two upsert
    tables (keyed on ``id``), in batches of 100,000 through tabletopic's own writer and
-   committer, and prints records/s for each, measured in this run. One upsert table's commits
+   committer, and prints records/s for each, measured in this run: the three take turns, three
+   times, after a warm-up of each, and the median counts. One upsert table's commits
    carry equality deletes; the other's carry their rows' positions, found at commit as the
    daemon does by default (position delete files on v2, deletion vectors on v3).
 2. Commits further batches of updates (20,000 random existing keys each) to both upsert
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import tempfile
 import time
 from contextlib import nullcontext
@@ -36,6 +38,7 @@ from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.spark_session import SparkRuntime
 
 BATCH = 100_000
+TURNS = 3
 TOPIC = ("bench", 0)
 
 
@@ -98,25 +101,31 @@ def run(spark: SparkRuntime, work: Path, version: str, keys: int) -> None:
             ("upsert, " + ("deletion vectors" if version == "3" else "position deletes"), upsert_tables,
              "bench.positions", positions))
     batches = [rows(np.arange(start, min(start + BATCH, keys)), 1) for start in range(0, keys, BATCH)]
-    # Every table exists and has had a first write before the clock starts: creating a table (and
-    # an upsert table's unpartitioned spec for its deletes) is not what is measured. Nor is the JVM's
-    # warm-up: the first batches go to a table of their own, so that the first run is not the slowest.
-    warm = IcebergTables(spark, parse_connector({**base, "iceberg.tables": "bench.warm"}, worker))
-    offsets = {}
-    for i, batch in enumerate(batches[:3]):
-        offsets = write(warm, writer, equality, "bench.warm", batch, (i + 1) * BATCH, offsets)
+    # Neither creating a table (and an upsert table's unpartitioned spec for its deletes) nor the JVM's
+    # warm-up is what is measured: each way of writing first writes three batches to a table of its
+    # own, and each timed table exists, with ten rows, before its clock starts. The three ways then
+    # take turns, three times, on fresh tables; the median counts.
     for _, tables, name, committer in runs:
-        write(tables, writer, committer, name, batches[0].slice(0, 10), 10, {})
-    rates = {}
-    for label, tables, name, committer in runs:
-        offsets = {TOPIC: 10}
-        started = time.perf_counter()
-        for i, batch in enumerate(batches):
-            offsets = write(tables, writer, committer, name, batch, (i + 1) * BATCH + 10, offsets)
-        rates[label] = keys / (time.perf_counter() - started)
-    print(f"\nformat version {version}: {keys:,} keys, 10 columns, batches of {BATCH:,}, Spark local[2]\n")
-    for label, rate in rates.items():
-        print(f"{label:34}{rate:>12,.0f} records/s  ({rate / rates['append']:.2f} of append)")
+        offsets = {}
+        for i, batch in enumerate(batches[:3]):
+            offsets = write(tables, writer, committer, f"{name}_warm", batch, (i + 1) * BATCH, offsets)
+    rates: dict[str, list[float]] = {label: [] for label, *_ in runs}
+    for turn in range(TURNS):
+        for label, tables, name, committer in runs:
+            table = name if turn == TURNS - 1 else f"{name}_{turn}"  # the last turn's tables are read below
+            write(tables, writer, committer, table, batches[0].slice(0, 10), 10, {})
+            offsets = {TOPIC: 10}
+            started = time.perf_counter()
+            for i, batch in enumerate(batches):
+                offsets = write(tables, writer, committer, table, batch, (i + 1) * BATCH + 10, offsets)
+            rates[label].append(keys / (time.perf_counter() - started))
+    print(f"\nformat version {version}: {keys:,} keys, 10 columns, batches of {BATCH:,}, Spark local[2], "
+          f"median of {TURNS} turns\n")
+    base = statistics.median(rates["append"])
+    for label, measured in rates.items():
+        rate = statistics.median(measured)
+        runs_seen = ", ".join(f"{r:,.0f}" for r in measured)
+        print(f"{label:34}{rate:>12,.0f} records/s  ({rate / base:.2f} of append)   runs: {runs_seen}")
 
     session = spark.activate()
     print(f"\nformat version {version}: full read (count and sum of every row) after N commits of 20,000 updates:")
