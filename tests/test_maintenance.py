@@ -16,7 +16,10 @@ from typing import Any
 
 import pytest
 
+from tabletopic.config.maintenance_settings import MaintenanceSettings
 from tabletopic.demo.broker import free_port
+from tabletopic.maintain.plan import plan_maintenance
+from tabletopic.maintain.table_maintenance import run_plan
 from tabletopic.maintain.table_stats import TableStats, stats_from_java
 from tabletopic.offsets.source_offsets import read_recorded
 from tabletopic.write.spark_session import SparkRuntime
@@ -441,6 +444,38 @@ def test_a_commit_searches_only_the_files_whose_key_bounds_hold_its_deletes(ware
     assert int(summary.get("total-position-deletes")) == 105, "the older file's positions were not merged"
     got = {r["id"]: r["v"] for r in warehouse.rows(name, "id, v")}
     assert got == {i: int(5 <= i <= 9 or 1_500 <= i < 1_600) for i in range(2_000)}
+
+
+@pytest.mark.slow
+def test_a_compaction_for_deletes_on_a_v3_table_rewrites_the_files_carrying_vectors(warehouse: Warehouse) -> None:
+    """A v3 data file carries one deletion vector at most, so Spark's per-file count of deletes never
+    reaches the setting: the census counts a partition's vectors, and the rewrite must take every
+    data file carrying one, or the compaction it triggers folds nothing."""
+    name = f"dv.{unique('fold')}"
+    warehouse.sql(f"CREATE TABLE {{c}}.{name} (id bigint NOT NULL, v bigint) USING iceberg TBLPROPERTIES "
+                  "('format-version'='3', 'write.delete.mode'='merge-on-read')")
+    session = warehouse.spark.session
+    for start in range(0, 8_000, 1_000):  # eight data files of one partition
+        session.range(start, start + 1_000).selectExpr("id", "0L AS v").coalesce(1) \
+            .writeTo(f"{warehouse.catalog}.{name}").append()
+    warehouse.sql(f"DELETE FROM {{c}}.{name} WHERE id % 1000 = 7")  # one row of each: a vector per file
+    table = warehouse.table(name)
+    jvm = warehouse.spark.jvm
+    # Deletes alone can trigger this compaction: no partition has enough small files, none is cheap.
+    settings = MaintenanceSettings(mode="auto", interval_s=0, conversion="commit", commit_max_rows=0,
+                                   min_input_files=100, cheap_rewrite_bytes=0, delete_files=8, max_group_bytes=1 << 28,
+                                   snapshot_age_s=3600, retain_last=2, max_snapshots=200, orphan_age_s=86400,
+                                   orphan_interval_s=86400, max_manifests=50)
+    before = stats_from_java(jvm, table)
+    assert before.delete_files == 8 and before.most_deletes_per_file == 8, before.describe()
+    plan = plan_maintenance(before, settings, int(time.time() * 1000), orphans_due=False)
+    assert plan.compact is not None, plan.describe()
+
+    report = run_plan(jvm, session._jsparkSession, table, name, plan, before, settings, "test")
+    assert report.rewritten_files == 8, report
+    after = stats_from_java(jvm, table)
+    assert after.delete_files == 0, after.describe()
+    assert sorted(r["id"] for r in warehouse.rows(name, "id")) == [i for i in range(8_000) if i % 1000 != 7]
 
 
 def start_seeded(bootstrap: str, warehouse: Warehouse, tmp_path: Path, topic: str, connector: dict[str, str],

@@ -187,7 +187,9 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "cores), so a connector with hundreds of small tables may want it lower. 0 turns it off.", minimum=0),
     Key("tabletopic.maintenance.compaction.delete-files", KeyType.INT, 8,
         "Compact once this many delete files apply to a data file: the rewrite applies them, and delete files "
-        "that no longer apply to any data file are dropped.", minimum=1),
+        "that no longer apply to any data file are dropped. On a v3 table, where a data file carries one "
+        "deletion vector at most, this many vectors in a partition compact every data file carrying one.",
+        minimum=1),
     Key("tabletopic.maintenance.compaction.max-group-bytes", KeyType.LONG, 256 * 1024 * 1024,
         "Input bytes of one rewrite job. Each group commits on its own, so a shutdown loses at most one group's "
         "work and a round waits behind at most one group's tasks.", minimum=1024 * 1024),

@@ -99,6 +99,17 @@ def _remove_dangling(jvm: Any, table: Any, maintained_by: str) -> int:
     return max(0, removed)
 
 
+def _delete_file_threshold(jvm: Any, table: Any, settings: MaintenanceSettings) -> int:
+    """What Spark's rewrite compares with the delete files of each data file.
+
+    A data file of a v3 table carries at most one deletion vector, so the setting, compared per file,
+    would never pick one: the census counts the vectors of a partition instead (each is a file a
+    reader opens there), and once they pass the setting, every data file carrying one is rewritten."""
+    if int(jvm.org.apache.iceberg.TableUtil.formatVersion(table)) >= 3:
+        return 1
+    return settings.delete_files
+
+
 def run_plan(jvm: Any, jspark: Any, table: Any, name: str, plan: MaintenancePlan, before: TableStats,
              settings: MaintenanceSettings, maintained_by: str,
              keep_going: Callable[[], bool] = lambda: True,
@@ -119,7 +130,7 @@ def run_plan(jvm: Any, jspark: Any, table: Any, name: str, plan: MaintenancePlan
         step("compact")
         result = (actions.rewriteDataFiles(table)
                   .option("min-input-files", str(plan.compact_min_input_files or settings.min_input_files))
-                  .option("delete-file-threshold", str(settings.delete_files))
+                  .option("delete-file-threshold", str(_delete_file_threshold(jvm, table, settings)))
                   # Why: see the module's docstring; it is Iceberg's default, stated so nobody turns it off.
                   .option("use-starting-sequence-number", "true")
                   # Never Spark's remove-dangling-deletes: see FileCensus.removeDanglingDeletes.
