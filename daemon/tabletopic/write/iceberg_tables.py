@@ -78,6 +78,11 @@ def java_error_message(exc: Exception) -> str:
     return " <- caused by ".join(parts)
 
 
+def _namespace_of(table: str) -> str:
+    """The namespace of a table name, as ``TableIdentifier.parse`` reads it ("" for none)."""
+    return table.rpartition(".")[0]
+
+
 def _strip_nulls(schema: pa.Schema, force_optional: bool) -> tuple[pa.Schema, list[str]]:
     """Columns whose type is still unknown (only nulls seen) cannot be created; report them."""
     kept, dropped = [], []
@@ -114,10 +119,16 @@ class IcebergTables:
         self._handles: dict[str, TableHandle] = {}
         self._lock = threading.RLock()
         self._listing: Any = None
+        # The catalog is looked up once: through Spark's catalog manager it took five py4j calls, for
+        # every table a Table Topic connector creates. It stays valid while this connector uses it.
+        self._java_catalog: Any = None
+        self._namespaces: set[str] = set()  # known to exist, so not asked again for each new table
         spark.register_catalog(config.catalog_name, config.catalog_props)
 
     def close(self) -> None:
         """This connector no longer uses its catalog name (a reconfiguration may change its properties)."""
+        with self._lock:
+            self._java_catalog = None
         self._spark.release_catalog(self._config.catalog_name)
 
     @property
@@ -129,8 +140,12 @@ class IcebergTables:
         return self._spark
 
     def _catalog(self) -> Any:
+        if self._java_catalog is not None:
+            return self._java_catalog
         try:
-            return self._spark.iceberg_catalog(self._config.catalog_name)
+            with self._lock:
+                self._java_catalog = self._spark.iceberg_catalog(self._config.catalog_name)
+                return self._java_catalog
         except JAVA_ERRORS as exc:
             raise CatalogUnavailable(f"cannot open Iceberg catalog {self._config.catalog_name!r} "
                                      f"({java_error_message(exc)}); check the iceberg.catalog.* keys") from exc
@@ -209,10 +224,9 @@ class IcebergTables:
             self._handles.pop(name, None)
 
     def _handle(self, name: str, java: Any) -> TableHandle:
-        struct = self._spark.java_class("org.apache.iceberg.spark.SparkSchemaUtil").convert(java.schema())
-        arrow = to_arrow_schema(StructType.fromJson(json.loads(struct.json())))
-        handle = TableHandle(name, java, arrow, int(java.schema().schemaId()),
-                             self._config.table(name).commit_branch)
+        current = json.loads(self._spark.java_class("tabletopic.TableShapes").currentJson(java))
+        arrow = to_arrow_schema(StructType.fromJson(json.loads(current["spark"])))
+        handle = TableHandle(name, java, arrow, int(current["schema_id"]), self._config.table(name).commit_branch)
         if self._config.table(name).keyed:
             self._key(handle)
         return handle
@@ -254,16 +268,18 @@ class IcebergTables:
             schema = pa.schema([f.with_nullable(False) if f.name in id_columns else f for f in schema])
         # A zone-less Arrow timestamp (Avro's local-timestamp) is Iceberg's timestamp, not timestamptz.
         spark_type = from_arrow_schema(schema, prefer_timestamp_ntz=True)
-        struct = self._spark.java_class("org.apache.spark.sql.types.DataType").fromJson(spark_type.json())
-        iceberg_schema = self._spark.java_class("org.apache.iceberg.spark.SparkSchemaUtil").convert(struct)
+        shapes = self._spark.java_class("tabletopic.TableShapes")
+        iceberg_schema = shapes.icebergSchema(spark_type.json())
         spec = self._spec(iceberg_schema, name)
         props = {**CREATED_TABLE_PROPS, **self._config.auto_create_props}
-        self._ensure_namespace(ident.namespace())
+        self._ensure_namespace(name, ident)
         try:
-            java = catalog.createTable(ident, iceberg_schema, spec, props)
+            java = shapes.create(catalog, ident, iceberg_schema, spec, json.dumps(props))
         except JAVA_ERRORS as exc:
             if "AlreadyExistsException" in java_error_message(exc):  # another daemon won the race
                 return catalog.loadTable(ident)
+            if "NoSuchNamespace" in java_error_message(exc):  # dropped since: made again next time
+                self._namespaces.discard(_namespace_of(name))
             raise
         if id_columns:
             self._spark.java_class("tabletopic.SinkWriter").setIdentifierFields(java, id_columns)
@@ -271,15 +287,18 @@ class IcebergTables:
                  columns=schema.names, identifier_fields=id_columns)
         return java
 
-    def _ensure_namespace(self, namespace: Any) -> None:
+    def _ensure_namespace(self, table: str, ident: Any) -> None:
         """REST and Glue catalogs refuse a table in a namespace nobody created; JDBC and hadoop make it."""
-        if namespace.isEmpty():
+        known = _namespace_of(table)
+        if not known or known in self._namespaces:
             return
         catalog = self.listing_catalog()  # Spark's caching wrapper has no namespace API
         try:
+            namespace = ident.namespace()
             if not catalog.namespaceExists(namespace):
                 catalog.createNamespace(namespace)
                 log.info("created namespace", namespace=namespace.toString())
+            self._namespaces.add(known)
         except JAVA_ERRORS as exc:
             message = java_error_message(exc)
             if "AlreadyExists" not in message and "UnsupportedOperation" not in message:  # another daemon won

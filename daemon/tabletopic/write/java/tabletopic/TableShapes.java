@@ -1,0 +1,51 @@
+package tabletopic;
+
+import java.io.IOException;
+import java.util.HashMap;
+import java.util.Map;
+import org.apache.iceberg.PartitionSpec;
+import org.apache.iceberg.Schema;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.catalog.Catalog;
+import org.apache.iceberg.catalog.TableIdentifier;
+import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.iceberg.spark.SparkSchemaUtil;
+import org.apache.iceberg.util.JsonUtil;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * A table's schema between the Python side's Spark types and Iceberg's, one py4j call each way.
+ *
+ * <p>A Table Topic connector creates a table per topic, a thousand on its first round: each
+ * creation crossed py4j about twenty-four times, mostly to walk Java objects from Python.
+ */
+public final class TableShapes {
+  private TableShapes() {}
+
+  /** The Iceberg schema of a Spark struct type given as JSON (pyspark's {@code StructType.json()}). */
+  public static Schema icebergSchema(String sparkStructJson) {
+    return SparkSchemaUtil.convert((StructType) DataType.fromJson(sparkStructJson));
+  }
+
+  /** Creates table {@code ident}, with table properties given as a JSON object of strings. */
+  public static Table create(
+      Catalog catalog, TableIdentifier ident, Schema schema, PartitionSpec spec, String propsJson)
+      throws IOException {
+    Map<String, String> props = new HashMap<>();
+    JsonUtil.mapper()
+        .readTree(propsJson)
+        .fields()
+        .forEachRemaining(e -> props.put(e.getKey(), e.getValue().asText()));
+    return catalog.createTable(ident, schema, spec, props);
+  }
+
+  /** {@code {"schema_id": n, "spark": "<the current schema as a Spark struct type's JSON>"}}. */
+  public static String currentJson(Table table) throws IOException {
+    Schema schema = table.schema();
+    ObjectNode out = JsonUtil.mapper().createObjectNode();
+    out.put("schema_id", schema.schemaId());
+    out.put("spark", SparkSchemaUtil.convert(schema).json());
+    return JsonUtil.mapper().writeValueAsString(out);
+  }
+}
