@@ -268,6 +268,7 @@ class Trace(threading.Thread):
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
         self.pid, self.samples, self.peak_rss = pid, [], 0.0
+        self.peak_python_rss = 0.0  # the daemon's own process; the rest of the tree is its JVM
         self.stopped = threading.Event()
 
     def run(self) -> None:
@@ -276,6 +277,8 @@ class Trace(threading.Thread):
             now = tree_cpu(self.pid)
             self.samples.append((time.monotonic(), 100 * (now[0] - last[0]), 100 * (now[1] - last[1])))
             self.peak_rss = max(self.peak_rss, tree_rss_mib(self.pid))
+            with contextlib.suppress(OSError):
+                self.peak_python_rss = max(self.peak_python_rss, rss_mib(self.pid))
             last = now
 
 

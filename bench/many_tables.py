@@ -259,7 +259,8 @@ def main() -> None:
               f"table {behind_s:.1f} s after it was sent ({behind_s / interval:.1f} intervals)")
     print(f"largest current metadata.json {largest_file / 1024:.1f} KiB, largest snapshot summary in one "
           f"{largest_summary:,} B, most snapshots in one table {most_snapshots}")
-    print(f"peak RSS of the process tree {daemon.trace.peak_rss:,.0f} MiB")
+    print(f"peak RSS of the process tree {daemon.trace.peak_rss:,.0f} MiB "
+          f"(the Python process alone {daemon.trace.peak_python_rss:,.0f} MiB)")
 
 
 if __name__ == "__main__":
