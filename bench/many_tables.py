@@ -92,14 +92,15 @@ def routing_settings(routing: str, names: list[str]) -> dict[str, str]:
 class Daemon(threading.Thread):
     """``tabletopic standalone`` in Table Topic mode, its JSON log read as it comes."""
 
-    def __init__(self, bootstrap: str, work: Path, interval_ms: int, topics: int, settings: dict[str, str]) -> None:
+    def __init__(self, bootstrap: str, work: Path, interval_ms: int, topics: int, settings: dict[str, str],
+                 worker: dict[str, str]) -> None:
         super().__init__(daemon=True)
         self.dir = work / "many-tables"
         self.dir.mkdir()
         self.warehouse = self.dir / "warehouse"
         self.topics = topics
         self.proc = cli_daemon(self.dir, bootstrap, interval_ms, {"name": "many", "topics.regex": r"tt\\..*",
-                                                                 **settings})
+                                                                 **settings}, worker)
         self.trace = Trace(self.proc.pid)
         self.assigned_at: float | None = None
         self.assigned = 0
@@ -188,6 +189,8 @@ def main() -> None:
                         help="then send one record per topic per second for this long, and measure the metadata")
     parser.add_argument("--connector", action="append", default=[], metavar="KEY=VALUE",
                         help="a connector setting for the Table Topic run (repeat): to try one's effect")
+    parser.add_argument("--worker", action="append", default=[], metavar="KEY=VALUE",
+                        help="a worker setting of the many-tables daemon (say, spark.driver.extraJavaOptions for JFR)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (the daemon's output.log)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tabletopic-many-"))
@@ -202,7 +205,8 @@ def main() -> None:
             produce(bootstrap, [(ONE_TOPIC, i % PARTITIONS) for i in range(total)], 0)
             one = tabletopic_run(bootstrap, work, "one-table", total, args.interval_ms, ONE_TOPIC)
             settings = {**routing_settings(args.routing, names), **dict(kv.split("=", 1) for kv in args.connector)}
-            daemon = Daemon(bootstrap, work, args.interval_ms, args.topics, settings)
+            daemon = Daemon(bootstrap, work, args.interval_ms, args.topics, settings,
+                            dict(kv.split("=", 1) for kv in args.worker))
             daemon.start()
             try:
                 started = daemon.wait_for("every partition assigned", time.monotonic() + 600,
