@@ -192,8 +192,8 @@ def test_looks_convert_the_commits_equality_deletes_and_compaction_rewrites_thei
         bootstrap: str, warehouse: Warehouse, tmp_path: Path, version: str) -> None:
     """With conversion at the looks the commits carry equality deletes only; the looks turn them
     into position deletes (deletion vectors on a v3 table), compaction rewrites the rows they apply
-    to, and at rest no equality delete is left.  Its long run, against maintenance off, is
-    bench/long_upsert.py."""
+    to, and at rest no equality delete is left; orphans past the age guard go, younger files stay.
+    Its long run, against maintenance off, is bench/long_upsert.py."""
     topic = unique("looks")
     create_topic(bootstrap, topic, PARTITIONS)
     connector = upsert_connector(topic, warehouse, **TIGHT,
@@ -204,12 +204,18 @@ def test_looks_convert_the_commits_equality_deletes_and_compaction_rewrites_thei
     seed(bootstrap, topic, model)
     daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [connector]).start()
     wait_until(lambda: committed(warehouse, group) == model.produced, 240, "the first keys", daemon)
+    data_dir = Path(warehouse.location(TABLE)) / "data"
+    old_orphan = plant_file(data_dir, "old-orphan.parquet", 2 * HOUR_MS / 1000)
+    fresh_file = plant_file(data_dir, "fresh.parquet", 0)
     batches = 30
     for batch in range(batches):
         produce(bootstrap, topic, model.changes(1_000))
         wait_until(lambda: committed(warehouse, group) == model.produced, 120, f"batch {batch}", daemon, every=0.1)
     wait_until(lambda: stats(warehouse).equality_deletes == 0, 120, "the conversion of the last commits", daemon)
+    # Orphan removal runs every 20 s here: waited for, not timed.
+    wait_until(lambda: not old_orphan.exists(), 120, "the removal of the orphan older than the guard", daemon)
     daemon.kill()
+    assert fresh_file.exists(), "a file younger than the guard was removed"
     commits = [e for e in events(daemon, "committed") if e.get("table") == TABLE]
     maintained = events(daemon, "maintained")
     assert all(e["position_deletes"] == 0 for e in commits), commits[-3:]
