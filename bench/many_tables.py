@@ -19,6 +19,7 @@ each timed from "partitions assigned" until the tables' commits hold every recor
 * **freshness**: one new record on every topic, and the time until every table holds its record;
 * **a trickle** (``--trickle-s``): one record per topic per second, and whether every round kept up;
 * **metadata**: the largest current ``metadata.json`` and snapshot summary of any table;
+* the CPU-seconds of the backlog, by kind of thread (Python's, the JVM's executors, compilers, GC);
 * the peak RSS of the process tree.
 
     python bench/many_tables.py [--topics 200] [--per-topic 500] [--interval-ms 5000]
@@ -44,7 +45,7 @@ from pathlib import Path
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from e2e_throughput import PARTITIONS, Trace, cli_daemon, json_events, record, send, tabletopic_run
+from e2e_throughput import PARTITIONS, Trace, cli_daemon, json_events, record, send, tabletopic_run, thread_cpu
 from tabletopic.demo.broker import EmbeddedBroker, create_topic, stop_process
 from tabletopic.route.router import topic_table
 
@@ -211,8 +212,10 @@ def main() -> None:
             try:
                 started = daemon.wait_for("every partition assigned", time.monotonic() + 600,
                                           lambda: daemon.assigned_at is not None)
+                cpu_before = thread_cpu(daemon.proc.pid)
                 ended = daemon.wait_for("the backlog", time.monotonic() + 1800,
                                         lambda: daemon.committed()[0] >= total)
+                cpu_backlog = {k: v - cpu_before.get(k, 0.0) for k, v in thread_cpu(daemon.proc.pid).items()}
                 backlog_s = ended - started
                 rounds_backlog = list(daemon.commits)
                 stages = daemon.metrics()
@@ -254,6 +257,9 @@ def main() -> None:
         print(f"table commits during the backlog: {len(round_s)}, barrier to snapshot median "
               f"{statistics.median(round_s):.1f} s, max {max(round_s):.1f} s; commit seconds median "
               f"{statistics.median(commit_s):.2f}, sum {sum(commit_s):.1f}")
+    busiest = sorted(cpu_backlog.items(), key=lambda kv: -kv[1])[:8]
+    print(f"CPU-seconds during the backlog: {sum(cpu_backlog.values()):.1f}; by thread kind: "
+          + ", ".join(f"{k} {v:.1f}" for k, v in busiest))
     rounds = stages.pop("rounds", 0.0)
     if rounds:
         print(f"per round during the backlog ({rounds:.0f} rounds), stage seconds: " + ", ".join(
