@@ -18,6 +18,9 @@ bundled broker (same cores), then measures in this one run:
 * ``--small`` records (default 500,000) into a daemon started cold: JVM start and warm-up
   included, as a user meets them.
 
+With ``--upsert``, an upsert connector (``id`` as the key, positions found at commit, the default)
+takes the pipeline's turns over the same records: upsert against append, end to end.
+
 With ``--sustained`` it instead starts a new CLI daemon per rate tried, produces at that rate from
 a librdkafka producer in a process of its own for ``--warmup-s`` (30 s, while the JVM compiles the
 write path) and then ``--window-s`` (120 s), and searches the highest rate at which the records
@@ -26,6 +29,7 @@ commit latency p50/p99 in the window (round start to snapshot, from the daemon's
 and the peak RSS of the process tree (Python plus JVM) over the whole run.
 
     python bench/e2e_throughput.py [--records 2000000] [--interval-ms 2000] [--runs 3] [--small 500000]
+                                   [--upsert] [--format json|avro|protobuf] [--worker KEY=VALUE]
     python bench/e2e_throughput.py --sustained [--window-s 120] [--warmup-s 30] [--start-rate 120000]
 """
 
@@ -375,10 +379,15 @@ def cli_daemon(run_dir: Path, bootstrap: str, interval_ms: int, connector: dict[
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
+# The same records into an upsert table: each id once, so the table must end as append's does.
+UPSERT = {"iceberg.tables.upsert-mode-enabled": "true", "iceberg.tables.default-id-columns": "id"}
+
+
 def tabletopic_run(bootstrap: str, work: Path, name: str, n: int, interval_ms: int, topic: str = TOPIC,
                    py_spy: str | None = None, jfr: str | None = None, extra: dict[str, str] | None = None,
-                   registry: bool = False) -> Run:
-    """``tabletopic standalone worker.properties connector.properties``, as a user starts it."""
+                   registry: bool = False, connector: dict[str, str] | None = None) -> Run:
+    """``tabletopic standalone worker.properties connector.properties``, as a user starts it; ``extra`` adds
+    worker settings, ``connector`` connector settings."""
     run_dir = work / name
     run_dir.mkdir()
     worker = {**({"schema.registry.listeners": f"http://127.0.0.1:{free_port()}"} if registry else {}),
@@ -397,7 +406,8 @@ def tabletopic_run(bootstrap: str, work: Path, name: str, n: int, interval_ms: i
 
     return _timed(f"tabletopic ({name})",
                   lambda: cli_daemon(run_dir, bootstrap, interval_ms, {"name": name, "topics": topic,
-                                                                       "iceberg.tables": TABLE}, worker),
+                                                                       "iceberg.tables": TABLE, **(connector or {})},
+                                     worker),
                   run_dir, n, parse, check, py_spy)
 
 
@@ -449,9 +459,14 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
         baseline = asyncio.run(aiokafka_alone(bootstrap, args.records))
         ours: list[Run] = []
         peers: list[Run] = []
+        upserts: list[Run] = []
         extra = {"value.converter": CONVERTERS[args.format], **dict(kv.split("=", 1) for kv in args.worker)}
         for i in range(args.runs):  # taken one after another, alternating, so drift hits both alike
-            if not args.no_peer:
+            if args.upsert:
+                upserts.append(tabletopic_run(bootstrap, work, f"upsert-{i}", args.records, args.interval_ms,
+                                              extra=extra, registry=args.format != "json", connector=UPSERT))
+                print(f"  run {i + 1}: tabletopic upsert {upserts[-1].seconds:.1f} s", flush=True)
+            elif not args.no_peer:
                 peers.append(peer_run(bootstrap, work, f"peer-{i}", args.records, args.interval_ms))
             ours.append(tabletopic_run(bootstrap, work, f"bench-{i}", args.records, args.interval_ms,
                                        py_spy=args.py_spy if i == 0 else None, jfr=args.jfr if i == 0 else None,
@@ -471,7 +486,7 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
     print(f"{'':34}{'seconds':>9}{'records/s':>11}{'MiB/s':>8}{'CPU-s':>8}{'Python':>8}{'JVM':>7}"
           f"{'µs CPU/rec':>12}{'peak RSS MiB':>14}")
     print(f"{'aiokafka alone, no writes':34}{baseline:>9.2f}{args.records / baseline:>11,.0f}{mib / baseline:>8.2f}")
-    for run in [*peers, *ours]:
+    for run in [*peers, *upserts, *ours]:
         cpu = run.python_cpu + run.jvm_cpu
         print(f"{run.label:34}{run.seconds:>9.2f}{args.records / run.seconds:>11,.0f}{mib / run.seconds:>8.2f}"
               f"{cpu:>8.1f}{run.python_cpu:>8.1f}{run.jvm_cpu:>7.1f}{per_m * cpu:>12.1f}{run.peak_rss:>14,.0f}")
@@ -487,7 +502,12 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
               f"CPU-seconds per million records {per_m * peer_cpu:.1f}")
         print(f"tabletopic against it: {peer.seconds / us.seconds:.2f}x its rate, {us_cpu / peer_cpu:.2f}x its CPU "
               f"per record")
-    print(f"every run's rows exact: {all(r.rows == args.records for r in ours + peers)} "
+    if upserts:
+        up = median(upserts)
+        print(f"tabletopic upsert (keyed on id, positions found at commit): {args.records / up.seconds:,.0f} records/s "
+              f"= {us.seconds / up.seconds:.2f} of append; CPU-seconds per million records "
+              f"{per_m * (up.python_cpu + up.jvm_cpu):.1f}")
+    print(f"every run's rows exact: {all(r.rows == args.records for r in ours + peers + upserts)} "
           f"({args.records:,} ids, each once, in each table)")
     print("\nutilisation trace of the median tabletopic run (CPU %, 100 = one core):")
     print(f"{'second':>7}{'Python':>8}{'JVM':>8}")
@@ -660,6 +680,8 @@ def main() -> None:
     parser.add_argument("--format", choices=sorted(CONVERTERS), default="json",
                         help="the records' format (avro and protobuf through the daemon's built-in registry)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (each run's output.log)")
+    parser.add_argument("--upsert", action="store_true",
+                        help="an upsert connector (keyed on id) takes the peer's turns: upsert against append")
     parser.add_argument("--no-peer", action="store_true", help="tabletopic alone (when trying settings)")
     parser.add_argument("--sustained", action="store_true", help="find the highest rate the sink keeps up with")
     parser.add_argument("--window-s", type=float, default=120.0)
