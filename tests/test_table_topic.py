@@ -44,6 +44,8 @@ def test_fifty_topics_become_their_tables_a_new_one_too_and_survive_a_sigkill_mi
     connector = {"name": unique("tabletopic"), "topics.regex": f"{prefix}\\..*",
                  "tabletopic.table-topic.enabled": "true", "tabletopic.table-topic.namespace": namespace,
                  f"iceberg.table.{tables[named[0]]}.partition-by": "bucket(id, 4)",
+                 # Fewer than the tables a round writes: each round loads some of them again.
+                 "tabletopic.tables.max-cached": "20",
                  "iceberg.control.commit.interval-ms": str(interval_ms), **warehouse.connector_props()}
     group = f"connect-{connector['name']}"
     daemon = DaemonProcess(tmp_path, worker_props(bootstrap, **{"value.converter.schemas.enable": "false"}),

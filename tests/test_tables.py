@@ -39,6 +39,22 @@ def test_every_partition_transform(spark: SparkRuntime, warehouse: Warehouse) ->
     assert [f.transform().toString() for f in b.spec().fields()] == ["hour", "truncate[100]"]
 
 
+def test_loaded_tables_are_bounded_and_a_dropped_one_is_loaded_again(spark: SparkRuntime,
+                                                                      warehouse: Warehouse) -> None:
+    config = parse_connector({
+        "name": "t", "topics": "t", "iceberg.tables.auto-create-enabled": "true", "iceberg.tables": "lru.a",
+        "tabletopic.tables.max-cached": "2", **warehouse.connector_props()}, WORKER)
+    tables = IcebergTables(spark, config)
+    a = tables.get("lru.a", SAMPLE)
+    assert tables.get("lru.a") is a  # kept
+    tables.get("lru.b", SAMPLE)
+    tables.get("lru.c", SAMPLE)  # the third: the least recently used, a, goes
+    again = tables.get("lru.a")
+    assert again is not a and again.schema_id == a.schema_id and again.arrow_schema == a.arrow_schema
+    assert sorted(tables.known()) == ["lru.a", "lru.b", "lru.c"]  # what was written here, loaded or not
+    assert tables.refresh("lru.b").name == "lru.b"  # b went when a came back; refresh loads it
+
+
 def test_partition_by_a_missing_column_names_table_and_column(spark: SparkRuntime, warehouse: Warehouse) -> None:
     config = parse_connector({
         "name": "t", "topics": "t", "iceberg.tables": "parts.c", "iceberg.tables.auto-create-enabled": "true",

@@ -144,6 +144,10 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "master, a table's rows that fit one Spark task are written on the driver with no job; the rest of a "
         "share go in one job. So with many tables a round pays a job's fixed cost at most this many times, not "
         "once per table, and one write's hand-off of rows overlaps another's writing.", minimum=1),
+    Key("tabletopic.tables.max-cached", KeyType.INT, 2000,
+        "Tables kept loaded (an Iceberg table object and its schema); past this many, the least recently "
+        "used is dropped and loaded again from the catalog when next written. A connector that writes more "
+        "tables than this in a round loads some of them every round: keep it above that.", minimum=1),
     Key("tabletopic.buffer.max-bytes", KeyType.LONG, 512 * 1024 * 1024,
         "Arrow bytes of the rows held for all tables, buffered or being written, with the records fetched and "
         "not yet taken. Past it the connector pauses its partitions (no rebalance) and hands its rows to the "

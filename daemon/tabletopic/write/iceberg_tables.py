@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,7 +117,10 @@ class IcebergTables:
     def __init__(self, spark: SparkRuntime, config: ConnectorConfig) -> None:
         self._spark = spark
         self._config = config
-        self._handles: dict[str, TableHandle] = {}
+        # Loaded tables, least recently used first, at most config.tables_max_cached: with a table per
+        # topic, every table the process ever wrote stayed loaded, its metadata with it.
+        self._handles: OrderedDict[str, TableHandle] = OrderedDict()
+        self._seen: set[str] = set()  # every table loaded or created here, cached or not: known()
         self._lock = threading.RLock()
         self._listing: Any = None
         # The catalog is looked up once: through Spark's catalog manager it took five py4j calls, for
@@ -166,8 +170,9 @@ class IcebergTables:
         return self._spark.java_class("org.apache.iceberg.catalog.TableIdentifier").parse(name)
 
     def known(self) -> list[str]:
+        """The tables this connector has loaded or created since it started."""
         with self._lock:
-            return list(self._handles)
+            return list(self._seen)
 
     def exists(self, name: str) -> bool:
         try:
@@ -180,6 +185,7 @@ class IcebergTables:
         with self._lock:
             handle = self._handles.get(name)
             if handle is not None:
+                self._handles.move_to_end(name)
                 return handle
             catalog = self._catalog()
             ident = self._ident(name)
@@ -196,8 +202,15 @@ class IcebergTables:
             except JAVA_ERRORS as exc:
                 raise CatalogUnavailable(f"cannot load table {name}: {java_error_message(exc)}") from exc
             handle = self._handle(name, java)
-            self._handles[name] = handle
+            self._keep(handle)
             return handle
+
+    def _keep(self, handle: TableHandle) -> None:
+        self._handles[handle.name] = handle
+        self._handles.move_to_end(handle.name)
+        self._seen.add(handle.name)
+        while len(self._handles) > self._config.tables_max_cached:
+            self._handles.popitem(last=False)
 
     def recorded(self, name: str, group_id: str) -> Recorded:
         """What table ``name`` records for ``group_id``, read from its newest metadata, a snapshot a py4j call."""
@@ -213,15 +226,17 @@ class IcebergTables:
     def refresh(self, name: str) -> TableHandle:
         """Re-read the table's metadata (after a commit conflict, or a schema change by someone else)."""
         with self._lock:
-            handle = self._handles[name]
+            handle = self._handles.get(name) or self.get(name)
             handle.java.refresh()
             if handle.java.schema().schemaId() != handle.schema_id:
-                handle = self._handles[name] = self._handle(name, handle.java)
+                handle = self._handle(name, handle.java)
+                self._keep(handle)
             return handle
 
     def forget(self, name: str) -> None:
         with self._lock:
             self._handles.pop(name, None)
+            self._seen.discard(name)
 
     def _handle(self, name: str, java: Any) -> TableHandle:
         current = json.loads(self._spark.java_class("tabletopic.TableShapes").currentJson(java))
