@@ -226,6 +226,8 @@ def test_looks_convert_the_commits_equality_deletes_and_compaction_rewrites_thei
     # equality deletes are global, so they go only once every older data file was rewritten.  Four
     # runs of this test dropped 24, 0, 0 and 0; the bench's 160 batches dropped 134.
     assert any("compact" in e["steps"] and e["rewritten_files"] > 0 for e in maintained), maintained[-3:]
+    # A look follows every round and keeps 5 snapshots, and the batches made more than 30.
+    assert any(e["snapshots_expired"] > 0 for e in maintained), maintained[-3:]
     assert_matches(warehouse, model, f"after {batches} batches converted at the looks")
     if version == "3":
         # Expiry keeps 5 snapshots here; Iceberg refuses any other position delete on a v3 table, so
