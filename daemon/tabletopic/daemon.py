@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 
 import structlog
 
-from tabletopic import exit_codes
+from tabletopic import exit_codes, scratch_files
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.definition import ConfigError
 from tabletopic.config.worker import WorkerConfig
@@ -113,6 +113,9 @@ class Daemon:
         return await self.shutdown(exit_code=code)
 
     async def _start(self) -> None:
+        swept = await asyncio.to_thread(scratch_files.sweep_dead)
+        if swept:
+            log.info("removed scratch files that killed processes left behind", files=len(swept))
         if self.worker.listeners:
             self.http = HttpServer(self.worker.listeners[0], self.registry, self.worker.rest_security, self._alive,
                                    self._ready, self.api.add_routes)

@@ -20,6 +20,7 @@ import faust
 import structlog
 from faust.types import TP
 
+from tabletopic import scratch_files
 from tabletopic.commit.member import Member
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig, offset_reset
@@ -59,7 +60,7 @@ class FaustConsumer:
         overrides = {**worker.consumer_props, **config.consumer_overrides}
         # Faust makes its data directory at start even for in-memory tables: left to itself, it makes
         # <group>-data in the working directory of every process. Nothing in it outlives the consumer.
-        self._datadir = tempfile.TemporaryDirectory(prefix="tabletopic-faust-")
+        self._datadir = tempfile.TemporaryDirectory(prefix=scratch_files.prefix("faust"))
         self.app = BatchingApp(
             config.group_id,
             broker=[f"kafka://{server}" for server in worker.bootstrap_servers],

@@ -25,6 +25,7 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from tabletopic import scratch_files
 from tabletopic.observe.logging_setup import relay_lines
 from tabletopic.write.jvm_classpath import JvmClasspath, build_classpath
 
@@ -285,7 +286,7 @@ def arrow_file(table: pa.Table, batch_rows: int | None = None) -> Iterator[tuple
     """``table`` as an Arrow IPC stream in a temp file, for the JVM to read, and its Spark type as JSON;
     the file is removed on leaving."""
     schema = from_arrow_schema(table.schema, prefer_timestamp_ntz=True)  # a zone-less timestamp stays one
-    fd, path = tempfile.mkstemp(prefix="tabletopic-", suffix=".arrow")
+    fd, path = tempfile.mkstemp(prefix=scratch_files.prefix("arrow"), suffix=".arrow")
     try:
         with os.fdopen(fd, "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
             for batch in table.to_batches(max_chunksize=batch_rows):
