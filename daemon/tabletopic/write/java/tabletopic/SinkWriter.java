@@ -263,7 +263,8 @@ public final class SinkWriter {
         maxSnapshots);
   }
 
-  private static Map<String, String> stringMap(String json) throws IOException {
+  /** A JSON object of strings, as the Python side sends a dict in one py4j call. */
+  static Map<String, String> stringMap(String json) throws IOException {
     Map<String, String> map = new HashMap<>();
     JsonUtil.mapper().readTree(json).fields().forEachRemaining(e -> map.put(e.getKey(), e.getValue().asText()));
     return map;

@@ -1,8 +1,6 @@
 package tabletopic;
 
 import java.io.IOException;
-import java.util.HashMap;
-import java.util.Map;
 import org.apache.iceberg.PartitionSpec;
 import org.apache.iceberg.Schema;
 import org.apache.iceberg.Table;
@@ -32,12 +30,7 @@ public final class TableShapes {
   public static Table create(
       Catalog catalog, TableIdentifier ident, Schema schema, PartitionSpec spec, String propsJson)
       throws IOException {
-    Map<String, String> props = new HashMap<>();
-    JsonUtil.mapper()
-        .readTree(propsJson)
-        .fields()
-        .forEachRemaining(e -> props.put(e.getKey(), e.getValue().asText()));
-    return catalog.createTable(ident, schema, spec, props);
+    return catalog.createTable(ident, schema, spec, SinkWriter.stringMap(propsJson));
   }
 
   /** {@code {"schema_id": n, "spark": "<the current schema as a Spark struct type's JSON>"}}. */
