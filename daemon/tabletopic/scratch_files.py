@@ -9,6 +9,7 @@ removes what a dead one left, and never what a live one still uses.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -20,8 +21,13 @@ _NAME = re.compile(r"^tabletopic-(?P<kind>arrow|faust)-(?P<pid>\d+)\.(?P<start>\
 
 def prefix(kind: str) -> str:
     """The start of a scratch file's name for ``kind`` (``arrow``, ``faust``), owned by this process."""
-    pid = os.getpid()
-    return f"tabletopic-{kind}-{pid}.{_start_ticks(pid) or 0}-"
+    return f"tabletopic-{kind}-{_owner(os.getpid())}-"
+
+
+@functools.cache
+def _owner(pid: int) -> str:
+    # Read once per process, not for each of the thousand Arrow streams a round may write.
+    return f"{pid}.{_start_ticks(pid) or 0}"
 
 
 def sweep_dead(directory: str | None = None) -> list[str]:
