@@ -191,7 +191,7 @@ public final class SinkWriter {
       long baseSnapshotId,
       Map<String, String> tableProps,
       int retain) {
-    Transaction txn = table.newTransaction();
+    Transaction txn = CommittedOperations.newTransaction(table);
     RowDelta delta = txn.newRowDelta().scanManifestsWith(IN_THIS_THREAD);
     for (ContentFile<?> file : files) {
       if (file instanceof DataFile) {
