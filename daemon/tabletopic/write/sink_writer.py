@@ -315,9 +315,11 @@ class SinkWriter:
         partitions and cannot be split), in which case the partitions kept must be read again too.
         """
         gone = set(tps)
-        if self._pending or self._flushes:
-            log.info("dropping files written early: they may hold rows of revoked partitions",
-                     tables=sorted(self._pending), writing=len(self._flushes))
+        if self._pending or self._flushes or self._in_flight:
+            # A round's write under way counts too: its files would reach the answer it is cut for.
+            log.info("dropping files written since the last answer: they may hold rows of revoked partitions",
+                     tables=sorted(set(self._pending) | {d.table for d in self._in_flight}),
+                     early_writes=len(self._flushes))
             self.reset()
             return True
         for buffer in self.buffers.values():

@@ -223,3 +223,23 @@ def test_the_buffered_sums_follow_every_way_rows_come_and_go() -> None:
         assert consistent() == (0, 0)
 
     run(scenario())
+
+
+def test_a_revocation_while_a_round_writes_drops_that_write_and_its_answer() -> None:
+    """The round's write may hold rows of the revoked partition and cannot be split: everything goes,
+    the answer claims nothing, and the caller reads the partitions it keeps again."""
+    files = _Files()
+    writer, ledger = _sink({}, files)
+
+    async def scenario() -> tuple[bool, Any]:
+        _take(writer, ledger, 0, 100)
+        files.hold = True
+        answer = asyncio.ensure_future(writer.complete_write())
+        await asyncio.to_thread(files.started.wait, 10)
+        dropped_all = writer.release({TP0})
+        files.release.set()
+        return dropped_all, await answer
+
+    dropped_all, answer = run(scenario())
+    assert dropped_all
+    assert answer.written == {} and answer.positions == {}
