@@ -163,7 +163,13 @@ class ConnectorRequests:
             self._herder.publish(runtime)  # its topics change without its state changing
         return sorted(self._herder.board.tasks(name), key=lambda t: t.worker_id)
 
-    def connector_state(self, name: str) -> tuple[str, str | None]:
+    def status(self, name: str) -> tuple[str, str | None, list[TaskStatus]]:
+        """A connector's state, its trace and its tasks, from one read of the workers' statuses: the
+        state shown is the one its tasks shown beside it agree on."""
+        tasks = self.tasks(name)
+        return (*self._connector_state(name, tasks), tasks)
+
+    def _connector_state(self, name: str, tasks: list[TaskStatus]) -> tuple[str, str | None]:
         spec = self.spec(name)
         if name in self._herder.problems:
             return FAILED, self._herder.problems[name]
@@ -174,7 +180,7 @@ class ConnectorRequests:
             # Still stopping (its final commit, leaving the group): STOPPED once its runtime is gone, as
             # Connect shows it, so that a client waiting for STOPPED may then change its offsets.
             return (runtime.state if runtime is not None else spec.target.value), None
-        return state_of_tasks(spec.target, [t.state for t in self.tasks(name)])
+        return state_of_tasks(spec.target, [t.state for t in tasks])
 
     def topics(self, name: str) -> list[str]:
         return sorted({t for task in self.tasks(name) for t in task.topics})

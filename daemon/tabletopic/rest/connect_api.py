@@ -116,8 +116,7 @@ class ConnectApi:
         return entities.connector_info(name, spec.config, len(self._requests.tasks(name)))
 
     def _status(self, name: str) -> dict[str, Any]:
-        state, trace = self._requests.connector_state(name)
-        tasks = self._requests.tasks(name)
+        state, trace, tasks = self._requests.status(name)
         worker = tasks[0].worker_id if tasks else self._requests.worker_id
         return entities.connector_state_info(name, state, worker, trace, tasks)
 
