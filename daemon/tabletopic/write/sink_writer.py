@@ -206,7 +206,8 @@ class SinkWriter:
             drained = buffer.drain(self._ledger.floors(name)) if buffer is not None else None
             if drained is None:
                 return
-            self._recount()
+            self._held_bytes -= drained.nbytes
+            self._held_records -= drained.records
             resets = self._resets
             try:
                 await self._write(drained, resets)

@@ -219,6 +219,10 @@ def test_the_buffered_sums_follow_every_way_rows_come_and_go() -> None:
         assert consistent()[0] == 15
         writer.release({("t", 1)})
         assert consistent()[0] == 5
+        writer.buffer("db.c", [_rows(("t", 2), 10, 200)])  # over flush-bytes: written early
+        writer.maybe_flush(["db.c"])
+        await writer.wait_for_flushes()
+        assert consistent()[0] == 5
         writer.reset()
         assert consistent() == (0, 0)
 
