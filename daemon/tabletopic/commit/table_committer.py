@@ -116,9 +116,10 @@ class TableCommitter:
         for attempt in range(_VALIDATION_RETRIES + 1):
             table = handle.java
             try:
-                table.refresh()
-                base = int(writer.headSnapshotId(table, handle.branch))
-                recorded = read_recorded(table, handle.branch, self._group_id, helper=writer)
+                head = json.loads(writer.refreshedHeadJson(table, handle.branch))
+                base = int(head["id"])
+                recorded = read_recorded(table, handle.branch, self._group_id, helper=writer,
+                                         head=(base, head["summary"]))
                 current, recorded_epoch = recorded.offsets, recorded.epoch
                 starts = {**recorded.round_start, **(round_start or {})}
                 if scope is not None:
@@ -149,9 +150,9 @@ class TableCommitter:
                 props = {property_key(self._group_id, handle.branch): property_value(merged, epoch, starts)}
                 with self._positions(handle.name) as up_to_rows:
                     sought = up_to_rows > 0
-                    snapshot_id = int(writer.commitJson(table, handle.branch, files, json.dumps(summary), base,
-                                                        json.dumps(props), up_to_rows,
-                                                        self._snapshot_bound(handle.name)))
+                    report = json.loads(writer.commitJson(table, handle.branch, files, json.dumps(summary), base,
+                                                          json.dumps(props), up_to_rows,
+                                                          self._snapshot_bound(handle.name)))
             except JAVA_ERRORS as exc:
                 message = java_error_message(exc)
                 if "ValidationException" in message and attempt < _VALIDATION_RETRIES:
@@ -160,10 +161,10 @@ class TableCommitter:
                         self._on_retry(handle.name)
                     continue
                 raise CommitFailed(f"commit to table {handle.name} failed: {message}") from exc
-            summary_now = json.loads(writer.summaryJson(table, snapshot_id))
+            summary_now = report["summary"]
             totals = {k: int(summary_now.get(k) or 0) for k in _TOTALS}
-            return CommitResult(handle.name, snapshot_id, merged, int(files.size()),
-                                int(writer.recordCount(files, False)), time.monotonic() - started, totals,
+            return CommitResult(handle.name, int(report["id"]), merged, int(report["files"]), int(report["records"]),
+                                time.monotonic() - started, totals,
                                 int(summary_now.get("added-equality-deletes") or 0),
                                 int(summary_now.get("added-position-deletes") or 0), sought)
         raise CommitFailed(f"commit to table {handle.name} kept conflicting with concurrent commits")

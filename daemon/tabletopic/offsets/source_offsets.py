@@ -127,15 +127,18 @@ class _HelpedJavaTable(_JavaTable):
     """The JVM's Table, its head and summaries read through tabletopic's ``SinkWriter`` helpers: one py4j
     call each, where Iceberg's own API takes one per summary key (a commit's hot path reads them)."""
 
-    def __init__(self, table: Any, helper: Any) -> None:
+    def __init__(self, table: Any, helper: Any, head: tuple[int, Mapping[str, str] | None] | None = None) -> None:
         super().__init__(table)
         self._helper = helper  # tabletopic.SinkWriter's class, as py4j sees it
+        self._head = head  # (id, summary) of the branch's head, read with the refresh that preceded
 
     def head(self, branch: str | None) -> int | None:
-        head = int(self._helper.headSnapshotId(self._table, branch))
+        head = self._head[0] if self._head is not None else int(self._helper.headSnapshotId(self._table, branch))
         return head if head >= 0 else None
 
     def summary(self, snapshot_id: int) -> Mapping[str, str] | None:
+        if self._head is not None and snapshot_id == self._head[0]:
+            return self._head[1]
         text = self._helper.summaryJson(self._table, snapshot_id)
         return json.loads(text) if text is not None else None
 
@@ -183,11 +186,12 @@ class PyIcebergTable:
 
 
 def read_recorded(table: Any, branch: str | None, group_id: str, max_walk: int = 10_000,
-                  helper: Any = None) -> Recorded:
+                  helper: Any = None, head: tuple[int, Mapping[str, str] | None] | None = None) -> Recorded:
     """What the JVM's ``table`` records for ``group_id`` on ``branch`` (see :func:`recorded_in`).
 
-    ``helper``, tabletopic's ``SinkWriter`` class, reads each snapshot in one py4j call."""
-    view = _JavaTable(table) if helper is None else _HelpedJavaTable(table, helper)
+    ``helper``, tabletopic's ``SinkWriter`` class, reads each snapshot in one py4j call; ``head``, the
+    branch's head snapshot id (-1: none) and its summary if the caller read them already."""
+    view = _JavaTable(table) if helper is None else _HelpedJavaTable(table, helper, head)
     return recorded_in(view, branch, group_id, max_walk)
 
 

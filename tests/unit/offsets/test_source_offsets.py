@@ -3,6 +3,7 @@ else's expiry removed every such snapshot."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tabletopic.offsets.source_offsets import (
@@ -106,3 +107,33 @@ def test_the_property_mirrors_where_the_round_began() -> None:
     recorded = read_recorded(_Table([_Snapshot(3, 2, {})], 3, props), None, GROUP)
     assert (recorded.source, recorded.offsets, recorded.round_start) == ("property", {("t", 0): 30}, {("t", 0): 25})
     assert read_recorded(_Table([_Snapshot(3, 2, {})], 3, PROPS), None, GROUP).round_start == {}
+
+
+class _Helper:
+    """tabletopic's SinkWriter helpers over a fake table, counting the calls a commit would make."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def headSnapshotId(self, table: _Table, branch: str | None) -> int:
+        self.calls.append("head")
+        ref = table.refs().get(branch or "main")
+        return ref.snapshotId() if ref is not None else -1
+
+    def summaryJson(self, table: _Table, snapshot_id: int) -> str | None:
+        self.calls.append(f"summary {snapshot_id}")
+        snapshot = table.snapshot(snapshot_id)
+        return json.dumps(dict(snapshot.summary())) if snapshot is not None else None
+
+
+def test_a_head_read_with_the_refresh_is_not_asked_again_and_the_walk_goes_on_past_it() -> None:
+    table = _Table([_Snapshot(1, None, _ours(10, 2)), _Snapshot(2, 1, _ours(20, 3)), _Snapshot(3, 2, {})], 3, PROPS)
+    helper = _Helper()
+    recorded = read_recorded(table, None, GROUP, helper=helper, head=(3, {}))
+    assert (recorded.offsets, recorded.snapshot_id) == ({("t", 0): 20}, 2)
+    assert helper.calls == ["summary 2"]  # the head's summary came with it; its parent's did not
+
+    helper = _Helper()
+    recorded = read_recorded(table, None, GROUP, helper=helper, head=(2, _ours(20, 3)))
+    assert (recorded.offsets, helper.calls) == ({("t", 0): 20}, [])
+    assert read_recorded(_Table([], None, PROPS), None, GROUP, helper=_Helper(), head=(-1, None)).source == "none"

@@ -240,9 +240,11 @@ public final class SinkWriter {
   /**
    * {@link #commit(Table, String, List, Map, long, Map, long, int)} with the summary and the table
    * properties as JSON objects of strings: a Python dict crosses py4j one entry per call, a string
-   * in one.
+   * in one. Answers, as a JSON object, what the caller reports of the commit: the new snapshot's
+   * {@code id} and {@code summary}, and the {@code files} and data {@code records} committed. Each
+   * was one more py4j call a commit, and with a table per topic a round makes thousands.
    */
-  public static long commitJson(
+  public static String commitJson(
       Table table,
       String branch,
       List<ContentFile<?>> files,
@@ -252,15 +254,36 @@ public final class SinkWriter {
       long positionsUpToRows,
       int maxSnapshots)
       throws IOException {
-    return commit(
-        table,
-        branch,
-        files,
-        stringMap(summaryJson),
-        baseSnapshotId,
-        stringMap(tablePropsJson),
-        positionsUpToRows,
-        maxSnapshots);
+    long id =
+        commit(
+            table,
+            branch,
+            files,
+            stringMap(summaryJson),
+            baseSnapshotId,
+            stringMap(tablePropsJson),
+            positionsUpToRows,
+            maxSnapshots);
+    Map<String, Object> report = new HashMap<>();
+    report.put("id", id);
+    report.put("summary", table.snapshot(id).summary());
+    report.put("files", files.size());
+    report.put("records", recordCount(files, false));
+    return JsonUtil.mapper().writeValueAsString(report);
+  }
+
+  /**
+   * Refreshes {@code table} and answers its head on {@code branch} (null for main) as a JSON object:
+   * the snapshot's {@code id} (-1 when there is none) and its {@code summary}, in one py4j call where
+   * a commit took three.
+   */
+  public static String refreshedHeadJson(Table table, String branch) throws IOException {
+    table.refresh();
+    long id = headSnapshotId(table, branch);
+    Map<String, Object> head = new HashMap<>();
+    head.put("id", id);
+    head.put("summary", id < 0 ? null : table.snapshot(id).summary());
+    return JsonUtil.mapper().writeValueAsString(head);
   }
 
   /** A JSON object of strings, as the Python side sends a dict in one py4j call. */
