@@ -39,7 +39,9 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
-    "spark.driver.memory": "2g",
+    # As Connect's own default heap (-Xmx1G). Given 2g, G1 grew the heap past what it needed: the
+    # same 2M-record backlog ran as fast at 1g, and 1,000 tables' peak RSS fell from 2.1 to 1.7 GiB.
+    "spark.driver.memory": "1g",
     # Each flush is its own small job; Spark's defaults plan for bigger ones.
     "spark.default.parallelism": "2",
     # Arrow batches go to the tasks as bytes and are decoded there, in parallel. Under this size
