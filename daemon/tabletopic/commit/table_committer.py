@@ -28,7 +28,7 @@ from tabletopic.offsets.source_offsets import (
     offsets_key,
     property_key,
     property_value,
-    read_recorded,
+    read_refreshed,
     round_start_key,
 )
 from tabletopic.offsets.table_scope import TableScope
@@ -116,10 +116,7 @@ class TableCommitter:
         for attempt in range(_VALIDATION_RETRIES + 1):
             table = handle.java
             try:
-                head = json.loads(writer.refreshedHeadJson(table, handle.branch))
-                base = int(head["id"])
-                recorded = read_recorded(table, handle.branch, self._group_id, helper=writer,
-                                         head=(base, head["summary"]))
+                base, recorded = read_refreshed(table, handle.branch, self._group_id, writer)
                 current, recorded_epoch = recorded.offsets, recorded.epoch
                 starts = {**recorded.round_start, **(round_start or {})}
                 if scope is not None:

@@ -24,7 +24,7 @@ from pyspark.sql.types import StructType
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.partition_by import PartitionField
 from tabletopic.isolation import SystemUnavailable
-from tabletopic.offsets.source_offsets import Recorded, read_recorded
+from tabletopic.offsets.source_offsets import Recorded, read_refreshed
 from tabletopic.write.spark_session import SparkRuntime
 
 log = structlog.get_logger(__name__)
@@ -215,9 +215,7 @@ class IcebergTables:
     def recorded(self, name: str, group_id: str) -> Recorded:
         """What table ``name`` records for ``group_id``, read from its newest metadata, a snapshot a py4j call."""
         handle = self.get(name)
-        handle.java.refresh()
-        return read_recorded(handle.java, handle.branch, group_id,
-                             helper=self._spark.java_class("tabletopic.SinkWriter"))
+        return read_refreshed(handle.java, handle.branch, group_id, self._spark.java_class("tabletopic.SinkWriter"))[1]
 
     def try_load(self, name: str) -> TableHandle | None:
         """The table if it exists, without creating it."""

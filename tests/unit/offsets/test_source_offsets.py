@@ -13,6 +13,7 @@ from tabletopic.offsets.source_offsets import (
     property_key,
     property_value,
     read_recorded,
+    read_refreshed,
     round_start_key,
 )
 
@@ -120,6 +121,13 @@ class _Helper:
         ref = table.refs().get(branch or "main")
         return ref.snapshotId() if ref is not None else -1
 
+    def refreshedHeadJson(self, table: _Table, branch: str | None) -> str:
+        self.calls.append("refreshed head")
+        head = self.headSnapshotId(table, branch)
+        self.calls.pop()
+        snapshot = table.snapshot(head)
+        return json.dumps({"id": head, "summary": dict(snapshot.summary()) if snapshot is not None else None})
+
     def summaryJson(self, table: _Table, snapshot_id: int) -> str | None:
         self.calls.append(f"summary {snapshot_id}")
         snapshot = table.snapshot(snapshot_id)
@@ -137,3 +145,8 @@ def test_a_head_read_with_the_refresh_is_not_asked_again_and_the_walk_goes_on_pa
     recorded = read_recorded(table, None, GROUP, helper=helper, head=(2, _ours(20, 3)))
     assert (recorded.offsets, helper.calls) == ({("t", 0): 20}, [])
     assert read_recorded(_Table([], None, PROPS), None, GROUP, helper=_Helper(), head=(-1, None)).source == "none"
+
+    helper = _Helper()
+    head, recorded = read_refreshed(table, None, GROUP, helper)
+    assert (head, recorded.offsets, recorded.snapshot_id) == (3, {("t", 0): 20}, 2)
+    assert helper.calls == ["refreshed head", "summary 2"]
