@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 
 import pyarrow as pa
@@ -155,3 +156,74 @@ def test_a_commit_past_max_count_snapshots_expires_the_oldest_and_their_files(
     # The manifest lists of the expired snapshots were deleted with them.
     lists = list(Path(warehouse.location(table), "metadata").glob("snap-*.avro"))
     assert len(lists) == len(warehouse.snapshots(table)), lists
+
+
+def test_arrow_encodes_only_the_tables_it_writes_as_icebergs_writer_does(spark: SparkRuntime,
+                                                                      warehouse: Warehouse) -> None:
+    def layout(name: str, sample: pa.Schema = SAMPLE, **props: str) -> object:
+        config = parse_connector({"name": "t", "topics": "t", "iceberg.tables": name,
+                                  "iceberg.tables.auto-create-enabled": "true", **props,
+                                  **warehouse.connector_props()}, WORKER)
+        return IcebergTables(spark, config).get(name, sample).parquet
+
+    assert layout("enc.plain") is not None
+    assert layout("enc.parted", **{"iceberg.tables.default-partition-by": "bucket(id, 4)"}) is None
+    assert layout("enc.bloom", **{"iceberg.tables.write-props.write.parquet.bloom-filter-enabled.column.id":
+                                  "true"}) is None
+    assert layout("enc.lz4", **{"iceberg.tables.auto-create-props.write.parquet.compression-codec": "lz4"}) is None
+    assert layout("enc.asked", **{"tabletopic.write.parquet-encoder": "iceberg"}) is None
+    plain = layout("enc.sized", **{"iceberg.tables.write-props.write.parquet.compression-codec": "snappy",
+                                   "iceberg.tables.auto-create-props.write.target-file-size-bytes": "1000000"})
+    assert plain is not None and (plain.codec, plain.level, plain.file_bytes) == ("snappy", None, 1_000_000)
+
+
+def test_arrow_and_icebergs_writer_make_the_same_rows_and_metrics(bootstrap: str, spark: SparkRuntime,
+                                                                   warehouse: Warehouse) -> None:
+    """Two connectors read one topic of Connect's types, one through each encoder: the tables' rows are
+    equal, and so are their files' counts and bounds, read by Iceberg from the footers."""
+    from tests.connect_json import ENVELOPE_SCHEMA, typed_row
+    from tests.support import duckdb_connection, json_envelope
+
+    schema = {**ENVELOPE_SCHEMA, "fields": [f for f in ENVELOPE_SCHEMA["fields"] if f["field"] != "at"]}
+    topic, n = unique("encoders"), 250
+    create_topic(bootstrap, topic, 1)
+    payloads = []
+    for i in range(n):
+        row = typed_row(i, empty=i % 7 == 0)
+        del row["at"]
+        payloads.append((None, json_envelope(schema, row), 0))
+    produce(bootstrap, topic, payloads)
+    tables = {"arrow": "enc.by_arrow", "iceberg": "enc.by_iceberg"}
+    connectors = [connector_props(f"enc-{encoder}", topic, table, warehouse, {
+        "iceberg.tables.auto-create-enabled": "true", "tabletopic.write.parquet-encoder": encoder,
+        "iceberg.control.commit.interval-ms": "2000"}) for encoder, table in tables.items()]
+    pairs = list(tables.values())
+    code, _ = run_in_process(spark, worker_props(bootstrap), connectors, until=lambda d: all(
+        sum(c.task.committed_offsets(table).values()) >= n for c, table in zip(d.connectors, pairs, strict=True)))
+    assert code == 0
+
+    def rows(table: str) -> list[object]:
+        return [tuple(r) for r in warehouse.sql(f"SELECT * FROM {{c}}.{table} ORDER BY id")]
+
+    by_arrow = rows(tables["arrow"])
+    assert len(by_arrow) == n and by_arrow == rows(tables["iceberg"])
+    assert by_arrow[3][-1].name == "n3" and by_arrow[7][-1] is None
+    metrics = "record_count, value_counts, null_value_counts, lower_bounds, upper_bounds"
+    files = {e: sorted(map(tuple, warehouse.sql(f"SELECT {metrics} FROM {{c}}.{t}.files"))) for e, t in tables.items()}
+    assert len(files["arrow"]) == len(files["iceberg"]) == 1 and files["arrow"][0][0] == n
+    (_, values, nulls, lower, upper), theirs = files["arrow"][0], files["iceberg"][0]
+    assert (lower, upper) == (theirs[3], theirs[4]) and lower, "bounds differ, or none were read from the footer"
+    # Iceberg's writer counts a double's values from its own tally, which leaves out the nulls of a
+    # null struct; the footer counts them as the spec says. Every other column agrees.
+    score = warehouse.table(tables["arrow"]).schema().findField("who.score").fieldId()
+    empty = len([i for i in range(n) if i % 7 == 0])
+    assert (values.pop(score), nulls.pop(score)) == (n, empty)
+    assert (theirs[1].pop(score), theirs[2].pop(score)) == (n - empty, 0)
+    assert (values, nulls) == (theirs[1], theirs[2])
+    duck = duckdb_connection().execute(
+        "SELECT count(*), count(who.name), sum(price), max(day), count(attrs) "
+        f"FROM iceberg_scan('{warehouse.location(tables['arrow'])}')").fetchone()
+    filled = [i for i in range(n) if i % 7]
+    assert duck[:2] == (n, len(filled)) and duck[4] == len(filled)
+    assert duck[3] == datetime.date(1970, 1, 1) + datetime.timedelta(days=19_000 + max(filled))
+    assert float(duck[2]) == sum(12_345 + i for i in filled) / 100

@@ -1,6 +1,6 @@
 """The process's files in the system's temporary directory: named after their owner, and swept once it is gone.
 
-The Arrow streams a write hands to the JVM and Faust's data directory are removed when they are done
+The Arrow streams and Parquet files a write hands to the JVM, and Faust's data directory, are removed when they are done
 with, but a process that is killed (SIGKILL, the OOM killer, a container stopped hard) leaves them
 behind, and a stream holds a table's buffered rows. Each name carries its owner, the process id and
 its start time (a restarted container's daemon gets the same id again), so that a later daemon
@@ -16,11 +16,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-_NAME = re.compile(r"^tabletopic-(?P<kind>arrow|faust)-(?P<pid>\d+)\.(?P<start>\d+)-")
+_NAME = re.compile(r"^tabletopic-(?P<kind>arrow|parquet|faust)-(?P<pid>\d+)\.(?P<start>\d+)-")
 
 
 def prefix(kind: str) -> str:
-    """The start of a scratch file's name for ``kind`` (``arrow``, ``faust``), owned by this process."""
+    """The start of a scratch file's name for ``kind`` (``arrow``, ``parquet``, ``faust``), owned by this process."""
     return f"tabletopic-{kind}-{_owner(os.getpid())}-"
 
 

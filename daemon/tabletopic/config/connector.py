@@ -100,6 +100,7 @@ class ConnectorConfig:
     max_value_bytes: int
     buffer_flush_bytes: int
     write_parallelism: int
+    parquet_encoder: str
     tables_max_cached: int
     buffer_max_bytes: int
     offsets_refresh_rounds: int
@@ -310,6 +311,7 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
         max_value_bytes=values["tabletopic.input.max-value-bytes"],
         buffer_flush_bytes=values["tabletopic.buffer.flush-bytes"],
         write_parallelism=values["tabletopic.write.parallelism"],
+        parquet_encoder=values["tabletopic.write.parquet-encoder"],
         tables_max_cached=values["tabletopic.tables.max-cached"],
         buffer_max_bytes=values["tabletopic.buffer.max-bytes"],
         offsets_refresh_rounds=values["tabletopic.offsets.refresh-rounds"],

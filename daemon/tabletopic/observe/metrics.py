@@ -37,7 +37,7 @@ class _Families:
         self.records_consumed = counter("tabletopic_records_consumed", "Records consumed", ["topic"])
         self.stage_seconds = counter("tabletopic_stage_seconds",
                                      "Wall seconds spent in each stage of the data path (fetch, take, convert, "
-                                     "buffer, handoff, write, commit)", ["stage"])
+                                     "buffer, encode, handoff, write, commit)", ["stage"])
         self.stage_cpu_seconds = counter("tabletopic_stage_cpu_seconds",
                                          "CPU seconds of the Python thread running each stage (the JVM's own CPU "
                                          "is not in it)", ["stage"])

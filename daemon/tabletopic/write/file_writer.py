@@ -1,8 +1,9 @@
 """Write buffered rows of one table or many as Parquet data files, on Spark's executors or the driver.
 
-Rows cross to the JVM as Arrow (no pandas) and are written by tabletopic's
-compiled ``FileBatch`` through Iceberg's Parquet writers.  Nothing is
-committed here: the returned files wait for the commit round.
+Where Arrow can encode a table's data files (``parquet_encoding``), it does, here, and the JVM places
+them.  Other rows cross to the JVM as Arrow (no pandas) and are written by tabletopic's compiled
+``FileBatch`` through Iceberg's Parquet writers.  Nothing is committed here: the returned files wait
+for the commit round.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tabletopic.buffer.table_buffer import Drained
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.write.arrow_conform import conform
 from tabletopic.write.iceberg_tables import TableHandle
+from tabletopic.write.parquet_encoding import parquet_files
 from tabletopic.write.spark_session import MIN_ROWS_PER_TASK, SparkRuntime, arrow_file
 from tabletopic.write.upsert_batch import reduce_changes
 
@@ -49,7 +51,11 @@ class FileWriter:
         """Rows a Spark task would take alone, where the driver is the executors (a local master)."""
         return self._spark.local and rows.num_rows <= MIN_ROWS_PER_TASK
 
-    def _add_data(self, batch: Any, handle: TableHandle, rows: pa.Table, kept: contextlib.ExitStack) -> int:
+    def _add_data(self, batch: Any, handle: TableHandle, rows: pa.Table, kept: contextlib.ExitStack) -> int | None:
+        if handle.parquet is not None:
+            with self._timed("encode"):
+                paths = kept.enter_context(parquet_files(rows, handle.parquet))
+            return int(batch.addEncodedData("\n".join(paths), handle.java)) if paths else None
         if not self._on_driver(rows):
             with self._timed("handoff"):
                 frame = self._spark.dataframe_from_arrow(rows)._jdf
@@ -115,7 +121,7 @@ class FileWriter:
         written = []
         for (handle, drained), (rows, keys), indexes in zip(items, shaped, parts, strict=True):
             got = [files.get(i) for i in indexes if i is not None]
-            part = got[0] if len(got) == 1 else writer.concat(*got)
+            part = got[0] if len(got) == 1 else writer.concat(*got) if got else self.jvm.java.util.ArrayList()
             records = drained.records if keys is None else rows.num_rows if rows is not None else 0
             written.append(WrittenFiles(handle.name, part, int(part.size()), records,
                                         drained.max_timestamp_ms, seconds,

@@ -25,6 +25,7 @@ from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.partition_by import PartitionField
 from tabletopic.isolation import SystemUnavailable
 from tabletopic.offsets.source_offsets import Recorded, read_refreshed
+from tabletopic.write.parquet_encoding import ParquetLayout
 from tabletopic.write.spark_session import SparkRuntime
 
 log = structlog.get_logger(__name__)
@@ -57,6 +58,8 @@ class TableHandle:
     id_columns: list[str] = field(default_factory=list)
     equality_ids: list[int] = field(default_factory=list)
     delete_spec_id: int | None = None
+    # Set where Arrow encodes the table's data files (tabletopic.write.parquet-encoder), None where Iceberg does.
+    parquet: ParquetLayout | None = None
 
     @property
     def keyed(self) -> bool:
@@ -237,9 +240,12 @@ class IcebergTables:
             self._seen.discard(name)
 
     def _handle(self, name: str, java: Any) -> TableHandle:
-        current = json.loads(self._spark.java_class("tabletopic.TableShapes").currentJson(java))
+        current = json.loads(self._spark.java_class("tabletopic.TableShapes").currentJson(
+            java, json.dumps(self._config.write_props)))
         arrow = to_arrow_schema(StructType.fromJson(json.loads(current["spark"])))
         handle = TableHandle(name, java, arrow, int(current["schema_id"]), self._config.table(name).commit_branch)
+        if self._config.parquet_encoder == "arrow":
+            handle.parquet = ParquetLayout.of(arrow, current["parquet"])
         if self._config.table(name).keyed:
             self._key(handle)
         return handle

@@ -93,6 +93,18 @@ public final class FileBatch {
     return addLocal(arrowPath, sparkSchemaJson, table, schema, table.spec().specId(), null);
   }
 
+  /**
+   * Takes the Parquet files at {@code localPaths} (one per line, encoded for {@code table} as {@link
+   * EncodedParquet#layout} says) in as data files, in {@link #write}, which must come before the
+   * files are removed.
+   */
+  public int addEncodedData(String localPaths, Table table) {
+    int index = files.size();
+    files.add(null);
+    local.add(() -> EncodedParquet.place(table, localPaths, index, LOCAL_TASK_IDS + index, operationId));
+    return index;
+  }
+
   /** Writes the keys of the Arrow IPC stream at {@code arrowPath} as equality-delete files, as {@link #addLocalData}. */
   public int addLocalEqualityDeletes(
       String arrowPath, String sparkSchemaJson, Table table, int specId, List<Integer> fieldIds) {

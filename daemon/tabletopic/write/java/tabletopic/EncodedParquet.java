@@ -1,0 +1,216 @@
+package tabletopic;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import org.apache.iceberg.ContentFile;
+import org.apache.iceberg.DataFiles;
+import org.apache.iceberg.FileFormat;
+import org.apache.iceberg.MetricsConfig;
+import org.apache.iceberg.Schema;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.TableProperties;
+import org.apache.iceberg.encryption.PlaintextEncryptionManager;
+import org.apache.iceberg.io.OutputFile;
+import org.apache.iceberg.io.OutputFileFactory;
+import org.apache.iceberg.io.PositionOutputStream;
+import org.apache.iceberg.parquet.ParquetUtil;
+import org.apache.iceberg.relocated.com.google.common.collect.ImmutableSet;
+import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ArrayNode;
+import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.iceberg.types.Type;
+import org.apache.iceberg.types.Types;
+import org.apache.iceberg.util.JsonUtil;
+import org.apache.iceberg.util.PropertyUtil;
+
+/**
+ * Data files whose Parquet the daemon's Python side encoded with Arrow: which tables can take them,
+ * and taking them in.
+ *
+ * <p>Turning Arrow columns into Spark rows and rows into Parquet pages was most of the JVM's CPU per
+ * record, and its compiled code most of what the JIT compiled. Arrow's C++ writer encodes the same
+ * columns at a fraction of that. Here the JVM keeps what makes a file Iceberg's: where it goes (the
+ * table's FileIO and location provider), and its metrics, read from the footer by Iceberg's own code
+ * under the table's metrics settings, as for a file Iceberg wrote.
+ *
+ * <p>Only tables whose files Arrow writes as Iceberg's writer would qualify: unpartitioned, not
+ * encrypted, of types whose Parquet form both agree on, with no Parquet setting Arrow lacks. The rest
+ * keep Iceberg's writer ({@link TaskFileWriter}).
+ */
+public final class EncodedParquet {
+  private EncodedParquet() {}
+
+  private static final String PARQUET_PREFIX = "write.parquet.";
+  /** The Parquet settings Arrow's writer can follow; any other one sends a table to Iceberg's writer. */
+  private static final Set<String> FOLLOWED =
+      ImmutableSet.of(
+          TableProperties.PARQUET_COMPRESSION,
+          TableProperties.PARQUET_COMPRESSION_LEVEL,
+          TableProperties.PARQUET_ROW_GROUP_SIZE_BYTES,
+          TableProperties.PARQUET_PAGE_SIZE_BYTES,
+          TableProperties.PARQUET_PAGE_ROW_LIMIT,
+          TableProperties.PARQUET_DICT_SIZE_BYTES,
+          TableProperties.PARQUET_ROW_GROUP_CHECK_MIN_RECORD_COUNT,
+          TableProperties.PARQUET_ROW_GROUP_CHECK_MAX_RECORD_COUNT);
+  /** Codecs named alike by both writers; parquet-mr's "lz4" is Hadoop's framing, which Arrow does not write. */
+  private static final Set<String> CODECS = ImmutableSet.of("zstd", "snappy", "gzip", "brotli", "uncompressed");
+  /** parquet-mr's level when the table names none (Arrow's own default differs). */
+  private static final int ZSTD_DEFAULT_LEVEL = 3;
+
+  /**
+   * How Arrow is to write data files of {@code schema} for {@code table}, as a JSON object, with
+   * {@code writeProps} over the table's properties as Iceberg's writer takes them; or an object with
+   * only {@code "refused"}, saying why Iceberg's writer must write them.
+   *
+   * <p>{@code "field_ids"} are the schema's field ids in the order of a depth-first walk: a field,
+   * then its type's children (a list's element, a map's key then value), as Arrow nests them.
+   */
+  public static ObjectNode layout(Table table, Schema schema, Map<String, String> writeProps) {
+    ObjectNode out = JsonUtil.mapper().createObjectNode();
+    String refused = refusal(table, writeProps);
+    ArrayNode ids = JsonUtil.mapper().createArrayNode();
+    if (refused == null) {
+      refused = walk(schema.asStruct(), ids);
+    }
+    if (refused != null) {
+      out.put("refused", refused);
+      return out;
+    }
+    Map<String, String> props = new HashMap<>(table.properties());
+    props.putAll(writeProps);
+    String codec =
+        props.getOrDefault(TableProperties.PARQUET_COMPRESSION, TableProperties.PARQUET_COMPRESSION_DEFAULT)
+            .toLowerCase(Locale.ROOT);
+    String level = props.get(TableProperties.PARQUET_COMPRESSION_LEVEL);
+    out.put("codec", codec.equals("uncompressed") ? "none" : codec);
+    if (level != null) {
+      out.put("level", Integer.parseInt(level));
+    } else if (codec.equals("zstd")) {
+      out.put("level", ZSTD_DEFAULT_LEVEL);
+    }
+    out.put("row_group_bytes", longOf(props, TableProperties.PARQUET_ROW_GROUP_SIZE_BYTES,
+        TableProperties.PARQUET_ROW_GROUP_SIZE_BYTES_DEFAULT));
+    out.put("page_bytes", longOf(props, TableProperties.PARQUET_PAGE_SIZE_BYTES,
+        TableProperties.PARQUET_PAGE_SIZE_BYTES_DEFAULT));
+    out.put("page_rows", longOf(props, TableProperties.PARQUET_PAGE_ROW_LIMIT,
+        TableProperties.PARQUET_PAGE_ROW_LIMIT_DEFAULT));
+    out.put("dict_bytes", longOf(props, TableProperties.PARQUET_DICT_SIZE_BYTES,
+        TableProperties.PARQUET_DICT_SIZE_BYTES_DEFAULT));
+    out.put("file_bytes", longOf(props, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
+        TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT));
+    out.set("field_ids", ids);
+    return out;
+  }
+
+  private static long longOf(Map<String, String> props, String key, long fallback) {
+    return PropertyUtil.propertyAsLong(props, key, fallback);
+  }
+
+  private static String refusal(Table table, Map<String, String> writeProps) {
+    if (!table.spec().isUnpartitioned()) {
+      return "partitioned";
+    }
+    if (!(table.encryption() instanceof PlaintextEncryptionManager)) {
+      return "encrypted";
+    }
+    Map<String, String> props = new HashMap<>(table.properties());
+    props.putAll(writeProps);
+    for (String key : props.keySet()) {
+      if ((key.startsWith(PARQUET_PREFIX) && !FOLLOWED.contains(key)) || key.startsWith("parquet.")) {
+        return "sets " + key;
+      }
+    }
+    String codec =
+        props.getOrDefault(TableProperties.PARQUET_COMPRESSION, TableProperties.PARQUET_COMPRESSION_DEFAULT);
+    if (!CODECS.contains(codec.toLowerCase(Locale.ROOT))) {
+      return "compression codec " + codec;
+    }
+    return null;
+  }
+
+  /** Adds the ids of {@code struct}'s fields, depth first; or says which type Arrow cannot write as Iceberg does. */
+  private static String walk(Types.StructType struct, ArrayNode ids) {
+    for (Types.NestedField field : struct.fields()) {
+      ids.add(field.fieldId());
+      String refused = walk(field.type(), ids);
+      if (refused != null) {
+        return refused;
+      }
+    }
+    return null;
+  }
+
+  private static String walk(Type type, ArrayNode ids) {
+    switch (type.typeId()) {
+      case BOOLEAN:
+      case INTEGER:
+      case LONG:
+      case FLOAT:
+      case DOUBLE:
+      case DATE:
+      case STRING:
+      case BINARY:
+      case DECIMAL: // as integers up to 18 digits, as Iceberg's writer stores them
+        return null;
+      case TIMESTAMP: // microseconds, with or without a zone; Spark's Arrow types say which
+        return null;
+      case STRUCT:
+        return walk(type.asStructType(), ids);
+      case LIST:
+        Types.ListType list = type.asListType();
+        ids.add(list.elementId());
+        return walk(list.elementType(), ids);
+      case MAP:
+        Types.MapType map = type.asMapType();
+        ids.add(map.keyId());
+        String refused = walk(map.keyType(), ids);
+        if (refused != null) {
+          return refused;
+        }
+        ids.add(map.valueId());
+        return walk(map.valueType(), ids);
+      default: // uuid and fixed reach Arrow as strings and binaries; time, nanos, variant, geo not at all
+        return "has a " + type + " column";
+    }
+  }
+
+  /**
+   * Takes the Parquet files at {@code localPaths} (one per line) into {@code table} as data files:
+   * each is copied to a new file of the table's and described by its footer. The local files are the
+   * caller's to remove.
+   */
+  static List<ContentFile<?>> place(
+      Table table, String localPaths, int partitionId, long taskId, String operationId) throws IOException {
+    OutputFileFactory names =
+        OutputFileFactory.builderFor(table, partitionId, taskId)
+            .format(FileFormat.PARQUET)
+            .operationId(operationId)
+            .build();
+    MetricsConfig metrics = MetricsConfig.forTable(table);
+    List<ContentFile<?>> placed = new ArrayList<>();
+    for (String path : localPaths.split("\n")) {
+      OutputFile target = names.newOutputFile().encryptingOutputFile();
+      long size;
+      try (InputStream in = Files.newInputStream(Paths.get(path));
+          PositionOutputStream out = target.createOrOverwrite()) {
+        in.transferTo(out);
+        size = out.getPos();
+      }
+      placed.add(
+          DataFiles.builder(table.spec())
+              .withPath(target.location())
+              .withFormat(FileFormat.PARQUET)
+              .withFileSizeInBytes(size)
+              .withMetrics(ParquetUtil.fileMetrics(org.apache.iceberg.Files.localInput(path), metrics))
+              .build());
+    }
+    return placed;
+  }
+}
