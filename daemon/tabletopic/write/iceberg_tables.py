@@ -244,7 +244,9 @@ class IcebergTables:
             java, json.dumps(self._config.write_props)))
         arrow = to_arrow_schema(StructType.fromJson(json.loads(current["spark"])))
         handle = TableHandle(name, java, arrow, int(current["schema_id"]), self._config.table(name).commit_branch)
-        if self._config.parquet_encoder == "arrow":
+        encoder = self._config.parquet_encoder
+        # A cluster's executors are there to take the encoding off the daemon's host: auto leaves it to them.
+        if encoder == "arrow" or (encoder == "auto" and self._spark.local):
             handle.parquet = ParquetLayout.of(arrow, current["parquet"])
         if self._config.table(name).keyed:
             self._key(handle)
