@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
-from tabletopic.write.iceberg_tables import IcebergTables, TableError
+from tabletopic.write.iceberg_tables import IcebergTables, TableError, TableHandle
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import Warehouse, connector_props, create_topic, produce, run_in_process, unique, worker_props
 
@@ -160,14 +160,19 @@ def test_a_commit_past_max_count_snapshots_expires_the_oldest_and_their_files(
 
 def test_arrow_encodes_only_the_tables_it_writes_as_icebergs_writer_does(spark: SparkRuntime,
                                                                       warehouse: Warehouse) -> None:
-    def layout(name: str, sample: pa.Schema = SAMPLE, **props: str) -> object:
+    def handle(name: str, **props: str) -> TableHandle:
         config = parse_connector({"name": "t", "topics": "t", "iceberg.tables": name,
                                   "iceberg.tables.auto-create-enabled": "true", **props,
                                   **warehouse.connector_props()}, WORKER)
-        return IcebergTables(spark, config).get(name, sample).parquet
+        return IcebergTables(spark, config).get(name, SAMPLE)
+
+    def layout(name: str, **props: str) -> object:
+        return handle(name, **props).parquet
 
     assert layout("enc.plain") is not None
-    assert layout("enc.parted", **{"iceberg.tables.default-partition-by": "bucket(id, 4)"}) is None
+    # Equality deletes go to the unpartitioned spec, whatever the data files' is.
+    parted = handle("enc.parted", **{"iceberg.tables.default-partition-by": "bucket(id, 4)"})
+    assert parted.parquet is None and parted.delete_parquet is not None
     assert layout("enc.bloom", **{"iceberg.tables.write-props.write.parquet.bloom-filter-enabled.column.id":
                                   "true"}) is None
     assert layout("enc.lz4", **{"iceberg.tables.auto-create-props.write.parquet.compression-codec": "lz4"}) is None

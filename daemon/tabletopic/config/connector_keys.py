@@ -145,10 +145,11 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "share go in one job. So with many tables a round pays a job's fixed cost at most this many times, not "
         "once per table, and one write's hand-off of rows overlaps another's writing.", minimum=1),
     Key("tabletopic.write.parquet-encoder", KeyType.STRING, "auto",
-        "Who encodes data files. arrow: Arrow's C++ Parquet writer in the daemon's process, for tables it can "
-        "write as Iceberg's writer does (unpartitioned, not encrypted, no uuid, fixed or time column, no "
-        "Parquet setting beyond codec, level and sizes); the JVM then places each file and reads its metrics "
-        "from the footer. The other tables, and every equality-delete file, are written by Iceberg's writer. "
+        "Who encodes data and equality-delete files. arrow: Arrow's C++ Parquet writer in the daemon's "
+        "process, for files it can write as Iceberg's writer does (not encrypted, no uuid, fixed or time "
+        "column, no Parquet setting beyond codec, level and sizes; data files of unpartitioned tables only); "
+        "the JVM then places each file and reads its metrics from the footer. Iceberg's writer writes the "
+        "rest. "
         "iceberg: Iceberg's writer in Spark's JVM for every table. auto: arrow with a local master, iceberg "
         "with a cluster's (its executors encode). A table's settings are read when the sink loads it.",
         allowed=("auto", "arrow", "iceberg")),

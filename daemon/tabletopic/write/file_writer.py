@@ -51,26 +51,31 @@ class FileWriter:
         """Rows a Spark task would take alone, where the driver is the executors (a local master)."""
         return self._spark.local and rows.num_rows <= MIN_ROWS_PER_TASK
 
-    def _add_data(self, batch: Any, handle: TableHandle, rows: pa.Table, kept: contextlib.ExitStack) -> int | None:
-        if handle.parquet is not None:
+    def _add(self, batch: Any, handle: TableHandle, rows: pa.Table, kept: contextlib.ExitStack,
+             deletes: bool) -> int | None:
+        """Adds ``rows`` to ``batch`` as data files, or with ``deletes`` as equality-delete files of the keys
+        they hold; returns the part's index in the batch's answer, None where no file is written."""
+        if deletes:
+            layout = handle.delete_parquet.narrowed(rows.column_names) if handle.delete_parquet else None
+            shape: tuple[Any, ...] = (handle.delete_spec_id, handle.equality_ids)
+        else:
+            layout, shape = handle.parquet, (handle.schema_id,)
+        if layout is not None:
             with self._timed("encode"):
-                paths = kept.enter_context(parquet_files(rows, handle.parquet))
-            return int(batch.addEncodedData("\n".join(paths), handle.java)) if paths else None
+                paths = kept.enter_context(parquet_files(rows, layout))
+            if not paths:
+                return None
+            if deletes:
+                return int(batch.addEncodedEqualityDeletes("\n".join(paths), handle.java, *shape))
+            return int(batch.addEncodedData("\n".join(paths), handle.java))  # the rows' schema is in the files
         if not self._on_driver(rows):
             with self._timed("handoff"):
                 frame = self._spark.dataframe_from_arrow(rows)._jdf
-            return int(batch.addData(frame, handle.java, handle.schema_id))
+            add = batch.addEqualityDeletes if deletes else batch.addData
+            return int(add(frame, handle.java, *shape))
         path, spark_type = kept.enter_context(arrow_file(rows))
-        return int(batch.addLocalData(path, spark_type, handle.java, handle.schema_id))
-
-    def _add_deletes(self, batch: Any, handle: TableHandle, keys: pa.Table, kept: contextlib.ExitStack) -> int:
-        if not self._on_driver(keys):
-            with self._timed("handoff"):
-                frame = self._spark.dataframe_from_arrow(keys)._jdf
-            return int(batch.addEqualityDeletes(frame, handle.java, handle.delete_spec_id, handle.equality_ids))
-        path, spark_type = kept.enter_context(arrow_file(keys))
-        return int(batch.addLocalEqualityDeletes(path, spark_type, handle.java, handle.delete_spec_id,
-                                                 handle.equality_ids))
+        add = batch.addLocalEqualityDeletes if deletes else batch.addLocalData
+        return int(add(path, spark_type, handle.java, *shape))
 
     def _shaped(self, handle: TableHandle, drained: Drained) -> tuple[pa.Table | None, pa.Table | None]:
         """(rows for data files, keys for equality-delete files) of one table's write; None: no such file."""
@@ -107,9 +112,9 @@ class FileWriter:
             try:
                 for (handle, _), (rows, keys), part in zip(items, shaped, parts, strict=True):
                     if rows is not None:
-                        part[0] = self._add_data(batch, handle, rows, kept)
+                        part[0] = self._add(batch, handle, rows, kept, deletes=False)
                     if keys is not None:
-                        part[1] = self._add_deletes(batch, handle, keys, kept)
+                        part[1] = self._add(batch, handle, keys, kept, deletes=True)
                 with self._timed("write"):
                     files = batch.write()
             except BaseException:

@@ -25,7 +25,7 @@ from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.partition_by import PartitionField
 from tabletopic.isolation import SystemUnavailable
 from tabletopic.offsets.source_offsets import Recorded, read_refreshed
-from tabletopic.write.parquet_encoding import ParquetLayout
+from tabletopic.write.parquet_encoding import ParquetLayout, layouts
 from tabletopic.write.spark_session import SparkRuntime
 
 log = structlog.get_logger(__name__)
@@ -58,8 +58,10 @@ class TableHandle:
     id_columns: list[str] = field(default_factory=list)
     equality_ids: list[int] = field(default_factory=list)
     delete_spec_id: int | None = None
-    # Set where Arrow encodes the table's data files (tabletopic.write.parquet-encoder), None where Iceberg does.
+    # Set where Arrow encodes the table's data files, or its equality deletes (tabletopic.write.parquet-encoder);
+    # None where Iceberg's writer does.
     parquet: ParquetLayout | None = None
+    delete_parquet: ParquetLayout | None = None
 
     @property
     def keyed(self) -> bool:
@@ -247,7 +249,7 @@ class IcebergTables:
         encoder = self._config.parquet_encoder
         # A cluster's executors are there to take the encoding off the daemon's host: auto leaves it to them.
         if encoder == "arrow" or (encoder == "auto" and self._spark.local):
-            handle.parquet = ParquetLayout.of(arrow, current["parquet"])
+            handle.parquet, handle.delete_parquet = layouts(arrow, current["parquet"])
         if self._config.table(name).keyed:
             self._key(handle)
         return handle

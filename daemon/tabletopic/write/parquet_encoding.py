@@ -6,9 +6,9 @@ does not hold the GIL. The JVM then only copies each file to its place in the ta
 metrics from the footer (``tabletopic.EncodedParquet``), so a file is described as Iceberg describes
 its own.
 
-Which tables qualify is the JVM's decision (``EncodedParquet.layout``): it knows the Iceberg types
-and the table's settings. A table that does not qualify has no :class:`ParquetLayout`, and Iceberg's
-writer writes its files as before.
+Which files qualify is the JVM's decision (``EncodedParquet.layout``): it knows the Iceberg types and
+the table's settings. Data files of a table that does not qualify have no :class:`ParquetLayout`, nor
+do its equality deletes where they do not, and Iceberg's writer writes them as before.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -30,7 +30,8 @@ FIELD_ID = b"PARQUET:field_id"
 
 @dataclass(frozen=True)
 class ParquetLayout:
-    """How one schema of one table is written: field ids, codec, and the sizes Iceberg's writer keeps."""
+    """How one kind of file (data, or equality deletes) of one schema of one table is written: field ids,
+    codec, and the sizes Iceberg's writer keeps."""
 
     schema: pa.Schema  # the table's Arrow schema, each field (nested ones too) carrying its Iceberg id
     codec: str
@@ -41,21 +42,34 @@ class ParquetLayout:
     dict_bytes: int
     file_bytes: int
 
-    @classmethod
-    def of(cls, arrow_schema: pa.Schema, layout: dict[str, Any]) -> ParquetLayout | None:
-        """The layout the JVM gave for ``arrow_schema``; None where it refused (its ``refused`` says why)."""
-        if "refused" in layout:
+    def narrowed(self, columns: list[str]) -> ParquetLayout | None:
+        """The layout for files of only these top-level ``columns`` (equality deletes' keys); None if one is not."""
+        if not all(self.schema.get_field_index(c) >= 0 for c in columns):
             return None
-        ids = iter(layout["field_ids"])
-        try:
-            schema = pa.schema([_with_ids(f, ids) for f in arrow_schema])
-        except StopIteration:
-            schema = None
-        if schema is None or next(ids, None) is not None:
-            raise ValueError("the table's field ids do not match its Arrow schema")
-        return cls(schema, layout["codec"], layout.get("level"), int(layout["row_group_bytes"]),
-                   int(layout["page_bytes"]), int(layout["page_rows"]), int(layout["dict_bytes"]),
-                   int(layout["file_bytes"]))
+        return replace(self, schema=pa.schema([self.schema.field(c) for c in columns]))
+
+
+def layouts(arrow_schema: pa.Schema, layout: dict[str, Any]) -> tuple[ParquetLayout | None, ParquetLayout | None]:
+    """The layouts the JVM gave for ``arrow_schema``'s data files and equality-delete files (whose keys are
+    narrowed from it); None for each it refused (its ``refused`` says why)."""
+    if "refused" in layout:
+        return None, None
+    ids = iter(layout["field_ids"])
+    try:
+        schema = pa.schema([_with_ids(f, ids) for f in arrow_schema])
+    except StopIteration:
+        schema = None
+    if schema is None or next(ids, None) is not None:
+        raise ValueError("the table's field ids do not match its Arrow schema")
+
+    def of(files: dict[str, Any]) -> ParquetLayout | None:
+        if "refused" in files:
+            return None
+        return ParquetLayout(schema, files["codec"], files.get("level"), int(files["row_group_bytes"]),
+                             int(files["page_bytes"]), int(files["page_rows"]), int(files["dict_bytes"]),
+                             int(files["file_bytes"]))
+
+    return of(layout["data"]), of(layout["deletes"])
 
 
 def _with_ids(f: pa.Field, ids: Iterator[int]) -> pa.Field:

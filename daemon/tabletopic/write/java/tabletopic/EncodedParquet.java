@@ -13,7 +13,10 @@ import java.util.Set;
 import org.apache.iceberg.ContentFile;
 import org.apache.iceberg.DataFiles;
 import org.apache.iceberg.FileFormat;
+import org.apache.iceberg.FileMetadata;
+import org.apache.iceberg.Metrics;
 import org.apache.iceberg.MetricsConfig;
+import org.apache.iceberg.PartitionSpec;
 import org.apache.iceberg.Schema;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableProperties;
@@ -48,34 +51,39 @@ public final class EncodedParquet {
   private EncodedParquet() {}
 
   private static final String PARQUET_PREFIX = "write.parquet.";
+  private static final String DELETE_PARQUET_PREFIX = "write.delete.parquet.";
   /** The Parquet settings Arrow's writer can follow; any other one sends a table to Iceberg's writer. */
   private static final Set<String> FOLLOWED =
       ImmutableSet.of(
-          TableProperties.PARQUET_COMPRESSION,
-          TableProperties.PARQUET_COMPRESSION_LEVEL,
-          TableProperties.PARQUET_ROW_GROUP_SIZE_BYTES,
-          TableProperties.PARQUET_PAGE_SIZE_BYTES,
-          TableProperties.PARQUET_PAGE_ROW_LIMIT,
-          TableProperties.PARQUET_DICT_SIZE_BYTES,
-          TableProperties.PARQUET_ROW_GROUP_CHECK_MIN_RECORD_COUNT,
-          TableProperties.PARQUET_ROW_GROUP_CHECK_MAX_RECORD_COUNT);
+          "compression-codec",
+          "compression-level",
+          "row-group-size-bytes",
+          "page-size-bytes",
+          "page-row-limit",
+          "dict-size-bytes",
+          "row-group-check-min-record-count",
+          "row-group-check-max-record-count");
   /** Codecs named alike by both writers; parquet-mr's "lz4" is Hadoop's framing, which Arrow does not write. */
   private static final Set<String> CODECS = ImmutableSet.of("zstd", "snappy", "gzip", "brotli", "uncompressed");
   /** parquet-mr's level when the table names none (Arrow's own default differs). */
   private static final int ZSTD_DEFAULT_LEVEL = 3;
 
   /**
-   * How Arrow is to write data files of {@code schema} for {@code table}, as a JSON object, with
-   * {@code writeProps} over the table's properties as Iceberg's writer takes them; or an object with
-   * only {@code "refused"}, saying why Iceberg's writer must write them.
+   * How Arrow is to write files of {@code schema} for {@code table}, with {@code writeProps} over the
+   * table's properties as Iceberg's writer takes them: {@code {"field_ids": [...], "data": {...},
+   * "deletes": {...}}}, where data or deletes may be {@code {"refused": why}}; or only {@code
+   * {"refused": why}} when Iceberg's writer must write every file.
    *
    * <p>{@code "field_ids"} are the schema's field ids in the order of a depth-first walk: a field,
    * then its type's children (a list's element, a map's key then value), as Arrow nests them.
+   * Equality deletes take the ids of their columns from it.
    */
   public static ObjectNode layout(Table table, Schema schema, Map<String, String> writeProps) {
     ObjectNode out = JsonUtil.mapper().createObjectNode();
-    String refused = refusal(table, writeProps);
+    Map<String, String> props = new HashMap<>(table.properties());
+    props.putAll(writeProps);
     ArrayNode ids = JsonUtil.mapper().createArrayNode();
+    String refused = table.encryption() instanceof PlaintextEncryptionManager ? null : "encrypted";
     if (refused == null) {
       refused = walk(schema.asStruct(), ids);
     }
@@ -83,56 +91,64 @@ public final class EncodedParquet {
       out.put("refused", refused);
       return out;
     }
-    Map<String, String> props = new HashMap<>(table.properties());
-    props.putAll(writeProps);
-    String codec =
-        props.getOrDefault(TableProperties.PARQUET_COMPRESSION, TableProperties.PARQUET_COMPRESSION_DEFAULT)
-            .toLowerCase(Locale.ROOT);
-    String level = props.get(TableProperties.PARQUET_COMPRESSION_LEVEL);
+    out.set("field_ids", ids);
+    out.set(
+        "data",
+        table.spec().isUnpartitioned()
+            ? files(props, PARQUET_PREFIX, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
+                TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT)
+            : JsonUtil.mapper().createObjectNode().put("refused", "partitioned"));
+    // Equality deletes go to the unpartitioned spec whatever the table's (SinkWriter.ensureUnpartitionedSpec).
+    out.set("deletes", files(props, DELETE_PARQUET_PREFIX, TableProperties.DELETE_TARGET_FILE_SIZE_BYTES,
+        TableProperties.DELETE_TARGET_FILE_SIZE_BYTES_DEFAULT));
+    return out;
+  }
+
+  /**
+   * The settings of one kind of file ({@code prefix}: data's, or deletes', which fall back on data's,
+   * as Iceberg's writer takes them); or {@code {"refused": why}}.
+   */
+  private static ObjectNode files(Map<String, String> props, String prefix, String targetKey, long targetDefault) {
+    ObjectNode out = JsonUtil.mapper().createObjectNode();
+    for (String key : props.keySet()) {
+      boolean unfollowed =
+          (key.startsWith(PARQUET_PREFIX) && !FOLLOWED.contains(key.substring(PARQUET_PREFIX.length())))
+              || (key.startsWith(prefix) && !FOLLOWED.contains(key.substring(prefix.length())))
+              || key.startsWith("parquet.");
+      if (unfollowed) {
+        return out.put("refused", "sets " + key);
+      }
+    }
+    String codec = setting(props, prefix, "compression-codec");
+    codec = (codec == null ? TableProperties.PARQUET_COMPRESSION_DEFAULT : codec).toLowerCase(Locale.ROOT);
+    if (!CODECS.contains(codec)) {
+      return out.put("refused", "compression codec " + codec);
+    }
+    String level = setting(props, prefix, "compression-level");
     out.put("codec", codec.equals("uncompressed") ? "none" : codec);
     if (level != null) {
       out.put("level", Integer.parseInt(level));
     } else if (codec.equals("zstd")) {
       out.put("level", ZSTD_DEFAULT_LEVEL);
     }
-    out.put("row_group_bytes", longOf(props, TableProperties.PARQUET_ROW_GROUP_SIZE_BYTES,
+    out.put("row_group_bytes", size(props, prefix, "row-group-size-bytes",
         TableProperties.PARQUET_ROW_GROUP_SIZE_BYTES_DEFAULT));
-    out.put("page_bytes", longOf(props, TableProperties.PARQUET_PAGE_SIZE_BYTES,
-        TableProperties.PARQUET_PAGE_SIZE_BYTES_DEFAULT));
-    out.put("page_rows", longOf(props, TableProperties.PARQUET_PAGE_ROW_LIMIT,
-        TableProperties.PARQUET_PAGE_ROW_LIMIT_DEFAULT));
-    out.put("dict_bytes", longOf(props, TableProperties.PARQUET_DICT_SIZE_BYTES,
-        TableProperties.PARQUET_DICT_SIZE_BYTES_DEFAULT));
-    out.put("file_bytes", longOf(props, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
-        TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT));
-    out.set("field_ids", ids);
+    out.put("page_bytes", size(props, prefix, "page-size-bytes", TableProperties.PARQUET_PAGE_SIZE_BYTES_DEFAULT));
+    out.put("page_rows", size(props, prefix, "page-row-limit", TableProperties.PARQUET_PAGE_ROW_LIMIT_DEFAULT));
+    out.put("dict_bytes", size(props, prefix, "dict-size-bytes", TableProperties.PARQUET_DICT_SIZE_BYTES_DEFAULT));
+    out.put("file_bytes", PropertyUtil.propertyAsLong(props, targetKey, targetDefault));
     return out;
   }
 
-  private static long longOf(Map<String, String> props, String key, long fallback) {
-    return PropertyUtil.propertyAsLong(props, key, fallback);
+  /** A setting under {@code prefix}, or, for deletes, the data files' one. */
+  private static String setting(Map<String, String> props, String prefix, String name) {
+    String value = props.get(prefix + name);
+    return value != null ? value : props.get(PARQUET_PREFIX + name);
   }
 
-  private static String refusal(Table table, Map<String, String> writeProps) {
-    if (!table.spec().isUnpartitioned()) {
-      return "partitioned";
-    }
-    if (!(table.encryption() instanceof PlaintextEncryptionManager)) {
-      return "encrypted";
-    }
-    Map<String, String> props = new HashMap<>(table.properties());
-    props.putAll(writeProps);
-    for (String key : props.keySet()) {
-      if ((key.startsWith(PARQUET_PREFIX) && !FOLLOWED.contains(key)) || key.startsWith("parquet.")) {
-        return "sets " + key;
-      }
-    }
-    String codec =
-        props.getOrDefault(TableProperties.PARQUET_COMPRESSION, TableProperties.PARQUET_COMPRESSION_DEFAULT);
-    if (!CODECS.contains(codec.toLowerCase(Locale.ROOT))) {
-      return "compression codec " + codec;
-    }
-    return null;
+  private static long size(Map<String, String> props, String prefix, String name, long fallback) {
+    String value = setting(props, prefix, name);
+    return value == null ? fallback : Long.parseLong(value);
   }
 
   /** Adds the ids of {@code struct}'s fields, depth first; or says which type Arrow cannot write as Iceberg does. */
@@ -182,12 +198,47 @@ public final class EncodedParquet {
   }
 
   /**
+   * Takes the Parquet files at {@code localPaths} (one per line) into {@code table} as equality-delete
+   * files on {@code fieldIds}, in spec {@code specId}, as {@link #place} takes data files.
+   */
+  static List<ContentFile<?>> placeDeletes(
+      Table table, String localPaths, int specId, int[] fieldIds, int partitionId, long taskId, String operationId)
+      throws IOException {
+    PartitionSpec spec = table.specs().get(specId);
+    return copied(table, localPaths, partitionId, taskId, operationId, (location, size, metrics) ->
+        FileMetadata.deleteFileBuilder(spec)
+            .ofEqualityDeletes(fieldIds)
+            .withPath(location)
+            .withFormat(FileFormat.PARQUET)
+            .withFileSizeInBytes(size)
+            .withMetrics(metrics)
+            .build());
+  }
+
+  /** What a copied file is, from where it went, its size and the metrics of its footer. */
+  private interface Described {
+    ContentFile<?> file(String location, long size, Metrics metrics);
+  }
+
+  /**
    * Takes the Parquet files at {@code localPaths} (one per line) into {@code table} as data files:
    * each is copied to a new file of the table's and described by its footer. The local files are the
    * caller's to remove.
    */
   static List<ContentFile<?>> place(
       Table table, String localPaths, int partitionId, long taskId, String operationId) throws IOException {
+    return copied(table, localPaths, partitionId, taskId, operationId, (location, size, metrics) ->
+        DataFiles.builder(table.spec())
+            .withPath(location)
+            .withFormat(FileFormat.PARQUET)
+            .withFileSizeInBytes(size)
+            .withMetrics(metrics)
+            .build());
+  }
+
+  private static List<ContentFile<?>> copied(
+      Table table, String localPaths, int partitionId, long taskId, String operationId, Described described)
+      throws IOException {
     OutputFileFactory names =
         OutputFileFactory.builderFor(table, partitionId, taskId)
             .format(FileFormat.PARQUET)
@@ -203,13 +254,8 @@ public final class EncodedParquet {
         in.transferTo(out);
         size = out.getPos();
       }
-      placed.add(
-          DataFiles.builder(table.spec())
-              .withPath(target.location())
-              .withFormat(FileFormat.PARQUET)
-              .withFileSizeInBytes(size)
-              .withMetrics(ParquetUtil.fileMetrics(org.apache.iceberg.Files.localInput(path), metrics))
-              .build());
+      Metrics footer = ParquetUtil.fileMetrics(org.apache.iceberg.Files.localInput(path), metrics);
+      placed.add(described.file(target.location(), size, footer));
     }
     return placed;
   }

@@ -105,6 +105,18 @@ public final class FileBatch {
     return index;
   }
 
+  /** Takes Parquet files of keys in as equality-delete files on {@code fieldIds}, as {@link #addEncodedData}. */
+  public int addEncodedEqualityDeletes(String localPaths, Table table, int specId, List<Integer> fieldIds) {
+    int[] ids = fieldIds.stream().mapToInt(Integer::intValue).toArray();
+    int index = files.size();
+    files.add(null);
+    local.add(
+        () ->
+            EncodedParquet.placeDeletes(
+                table, localPaths, specId, ids, index, LOCAL_TASK_IDS + index, operationId));
+    return index;
+  }
+
   /** Writes the keys of the Arrow IPC stream at {@code arrowPath} as equality-delete files, as {@link #addLocalData}. */
   public int addLocalEqualityDeletes(
       String arrowPath, String sparkSchemaJson, Table table, int specId, List<Integer> fieldIds) {
