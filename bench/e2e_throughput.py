@@ -513,9 +513,12 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
     print(f"{'second':>7}{'Python':>8}{'JVM':>8}")
     for t, py, jvm in us.trace:
         print(f"{t:>7.0f}{py:>8.0f}{jvm:>8.0f}")
-    print("\nCPU-seconds of the median tabletopic run by thread (digits dropped from names):")
-    for name, seconds in us.threads.items():
-        print(f"  {name:40}{seconds:>7.2f}")
+    for label, run in [("", us), (" upsert", median(upserts) if upserts else None)]:
+        if run is None:
+            continue
+        print(f"\nCPU-seconds of the median tabletopic{label} run by thread (digits dropped from names):")
+        for name, seconds in run.threads.items():
+            print(f"  {name:40}{seconds:>7.2f}")
     if small is not None:
         print(f"\n{args.small:,} records, the daemon started cold (JVM start and warm-up included, as a user "
               f"meets it): {small.from_start:.1f} s from start = {args.small / small.from_start:,.0f} records/s; "
