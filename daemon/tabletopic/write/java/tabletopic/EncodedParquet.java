@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.stream.Stream;
 import org.apache.iceberg.ContentFile;
 import org.apache.iceberg.DataFiles;
 import org.apache.iceberg.FileFormat;
@@ -26,6 +27,12 @@ import org.apache.iceberg.io.OutputFileFactory;
 import org.apache.iceberg.io.PositionOutputStream;
 import org.apache.iceberg.parquet.ParquetUtil;
 import org.apache.iceberg.relocated.com.google.common.collect.ImmutableSet;
+import org.apache.iceberg.shaded.org.apache.parquet.ParquetReadOptions;
+import org.apache.iceberg.shaded.org.apache.parquet.conf.PlainParquetConfiguration;
+import org.apache.iceberg.shaded.org.apache.parquet.hadoop.ParquetFileReader;
+import org.apache.iceberg.shaded.org.apache.parquet.hadoop.metadata.ParquetMetadata;
+import org.apache.iceberg.shaded.org.apache.parquet.io.LocalInputFile;
+import org.apache.iceberg.shaded.org.apache.parquet.io.SeekableInputStream;
 import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ArrayNode;
 import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.iceberg.types.Type;
@@ -205,19 +212,20 @@ public final class EncodedParquet {
       Table table, String localPaths, int specId, int[] fieldIds, int partitionId, long taskId, String operationId)
       throws IOException {
     PartitionSpec spec = table.specs().get(specId);
-    return copied(table, localPaths, partitionId, taskId, operationId, (location, size, metrics) ->
+    return copied(table, localPaths, partitionId, taskId, operationId, (location, size, metrics, splits) ->
         FileMetadata.deleteFileBuilder(spec)
             .ofEqualityDeletes(fieldIds)
             .withPath(location)
             .withFormat(FileFormat.PARQUET)
             .withFileSizeInBytes(size)
             .withMetrics(metrics)
+            .withSplitOffsets(splits)
             .build());
   }
 
   /** What a copied file is, from where it went, its size and the metrics of its footer. */
   private interface Described {
-    ContentFile<?> file(String location, long size, Metrics metrics);
+    ContentFile<?> file(String location, long size, Metrics metrics, List<Long> splitOffsets);
   }
 
   /**
@@ -227,13 +235,29 @@ public final class EncodedParquet {
    */
   static List<ContentFile<?>> place(
       Table table, String localPaths, int partitionId, long taskId, String operationId) throws IOException {
-    return copied(table, localPaths, partitionId, taskId, operationId, (location, size, metrics) ->
+    return copied(table, localPaths, partitionId, taskId, operationId, (location, size, metrics, splits) ->
         DataFiles.builder(table.spec())
             .withPath(location)
             .withFormat(FileFormat.PARQUET)
             .withFileSizeInBytes(size)
             .withMetrics(metrics)
+            .withSplitOffsets(splits)
             .build());
+  }
+
+  /**
+   * Options for reading a footer, made once: {@code ParquetUtil.fileMetrics} made them for every file,
+   * from a new Hadoop configuration that parses Hadoop's default XML files again, most of a small file's
+   * placing.
+   */
+  private static final ParquetReadOptions FOOTER_ONLY =
+      ParquetReadOptions.builder(new PlainParquetConfiguration()).build();
+
+  private static ParquetMetadata footer(String path) throws IOException {
+    LocalInputFile file = new LocalInputFile(Paths.get(path));
+    try (SeekableInputStream in = file.newStream()) {
+      return ParquetFileReader.readFooter(file, FOOTER_ONLY, in);
+    }
   }
 
   private static List<ContentFile<?>> copied(
@@ -254,8 +278,13 @@ public final class EncodedParquet {
         in.transferTo(out);
         size = out.getPos();
       }
-      Metrics footer = ParquetUtil.fileMetrics(org.apache.iceberg.Files.localInput(path), metrics);
-      placed.add(described.file(target.location(), size, footer));
+      ParquetMetadata footer = footer(path);
+      placed.add(
+          described.file(
+              target.location(),
+              size,
+              ParquetUtil.footerMetrics(footer, Stream.empty(), metrics),
+              ParquetUtil.getSplitOffsets(footer)));
     }
     return placed;
   }
