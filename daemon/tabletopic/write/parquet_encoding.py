@@ -1,4 +1,4 @@
-"""Encode a table's rows as Parquet data files with Arrow's C++ writer, laid out as Iceberg's writer lays them.
+"""Encode a table's rows as Parquet files with Arrow's C++ writer, laid out as Iceberg's writer lays them.
 
 Turning Arrow columns into Spark rows, and rows into Parquet pages, was most of the JVM's CPU per
 record (docs/performance.md). Arrow encodes the same columns in a fraction of that, on a thread that

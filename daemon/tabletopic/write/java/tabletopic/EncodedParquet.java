@@ -41,8 +41,8 @@ import org.apache.iceberg.util.JsonUtil;
 import org.apache.iceberg.util.PropertyUtil;
 
 /**
- * Data files whose Parquet the daemon's Python side encoded with Arrow: which tables can take them,
- * and taking them in.
+ * Data and equality-delete files whose Parquet the daemon's Python side encoded with Arrow: which
+ * files of a table can be, and taking them in.
  *
  * <p>Turning Arrow columns into Spark rows and rows into Parquet pages was most of the JVM's CPU per
  * record, and its compiled code most of what the JIT compiled. Arrow's C++ writer encodes the same
@@ -50,9 +50,10 @@ import org.apache.iceberg.util.PropertyUtil;
  * table's FileIO and location provider), and its metrics, read from the footer by Iceberg's own code
  * under the table's metrics settings, as for a file Iceberg wrote.
  *
- * <p>Only tables whose files Arrow writes as Iceberg's writer would qualify: unpartitioned, not
- * encrypted, of types whose Parquet form both agree on, with no Parquet setting Arrow lacks. The rest
- * keep Iceberg's writer ({@link TaskFileWriter}).
+ * <p>Only files Arrow writes as Iceberg's writer would qualify: of tables not encrypted, of types
+ * whose Parquet form both agree on, with no Parquet setting Arrow lacks; data files of unpartitioned
+ * tables only, since Arrow does not fan rows out by partition. The rest keep Iceberg's writer
+ * ({@link TaskFileWriter}).
  */
 public final class EncodedParquet {
   private EncodedParquet() {}
