@@ -176,6 +176,12 @@ def test_arrow_encodes_only_the_tables_it_writes_as_icebergs_writer_does(spark: 
     assert layout("enc.bloom", **{"iceberg.tables.write-props.write.parquet.bloom-filter-enabled.column.id":
                                   "true"}) is None
     assert layout("enc.lz4", **{"iceberg.tables.auto-create-props.write.parquet.compression-codec": "lz4"}) is None
+    # Delete files' own settings, which fall back on the data files': lz4 for deletes only keeps data.
+    lz4_deletes = handle("enc.dlz4", **{"iceberg.tables.write-props.write.delete.parquet.compression-codec": "lz4"})
+    assert lz4_deletes.parquet is not None and lz4_deletes.delete_parquet is None
+    snappy = handle("enc.dsnappy", **{"iceberg.tables.write-props.write.parquet.compression-codec": "snappy"})
+    assert snappy.delete_parquet is not None and snappy.delete_parquet.codec == "snappy"
+    assert snappy.delete_parquet.file_bytes == 64 * 1024 * 1024  # write.delete.target-file-size-bytes
     assert layout("enc.asked", **{"tabletopic.write.parquet-encoder": "iceberg"}) is None
     plain = layout("enc.sized", **{"iceberg.tables.write-props.write.parquet.compression-codec": "snappy",
                                    "iceberg.tables.auto-create-props.write.target-file-size-bytes": "1000000"})
