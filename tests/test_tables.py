@@ -182,6 +182,8 @@ def test_arrow_encodes_only_the_tables_it_writes_as_icebergs_writer_does(spark: 
     snappy = handle("enc.dsnappy", **{"iceberg.tables.write-props.write.parquet.compression-codec": "snappy"})
     assert snappy.delete_parquet is not None and snappy.delete_parquet.codec == "snappy"
     assert snappy.delete_parquet.file_bytes == 64 * 1024 * 1024  # write.delete.target-file-size-bytes
+    # A malformed size is Iceberg's writer's to report, as it was before Arrow wrote any file.
+    assert layout("enc.bad", **{"iceberg.tables.write-props.write.parquet.page-size-bytes": "1MB"}) is None
     assert layout("enc.asked", **{"tabletopic.write.parquet-encoder": "iceberg"}) is None
     plain = layout("enc.sized", **{"iceberg.tables.write-props.write.parquet.compression-codec": "snappy",
                                    "iceberg.tables.auto-create-props.write.target-file-size-bytes": "1000000"})

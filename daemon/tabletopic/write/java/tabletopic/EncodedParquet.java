@@ -112,11 +112,21 @@ public final class EncodedParquet {
     return out;
   }
 
+  /** {@link #settings}, or a refusal where a number is malformed: Iceberg's writer then says so, as before. */
+  private static ObjectNode files(Map<String, String> props, String prefix, String targetKey, long targetDefault) {
+    try {
+      return settings(props, prefix, targetKey, targetDefault);
+    } catch (NumberFormatException e) {
+      return JsonUtil.mapper().createObjectNode().put("refused", "a malformed number: " + e.getMessage());
+    }
+  }
+
   /**
    * The settings of one kind of file ({@code prefix}: data's, or deletes', which fall back on data's,
    * as Iceberg's writer takes them); or {@code {"refused": why}}.
    */
-  private static ObjectNode files(Map<String, String> props, String prefix, String targetKey, long targetDefault) {
+  private static ObjectNode settings(
+      Map<String, String> props, String prefix, String targetKey, long targetDefault) {
     ObjectNode out = JsonUtil.mapper().createObjectNode();
     for (String key : props.keySet()) {
       boolean unfollowed =
