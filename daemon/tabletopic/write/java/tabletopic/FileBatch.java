@@ -1,5 +1,6 @@
 package tabletopic;
 
+import java.io.IOException;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Iterator;
@@ -99,22 +100,16 @@ public final class FileBatch {
    * files are removed.
    */
   public int addEncodedData(String localPaths, Table table) {
-    int index = files.size();
-    files.add(null);
-    local.add(() -> EncodedParquet.place(table, localPaths, index, LOCAL_TASK_IDS + index, operationId));
-    return index;
+    return addDriverPart(
+        (index, taskId) -> EncodedParquet.place(table, localPaths, index, taskId, operationId));
   }
 
   /** Takes Parquet files of keys in as equality-delete files on {@code fieldIds}, as {@link #addEncodedData}. */
   public int addEncodedEqualityDeletes(String localPaths, Table table, int specId, List<Integer> fieldIds) {
     int[] ids = fieldIds.stream().mapToInt(Integer::intValue).toArray();
-    int index = files.size();
-    files.add(null);
-    local.add(
-        () ->
-            EncodedParquet.placeDeletes(
-                table, localPaths, specId, ids, index, LOCAL_TASK_IDS + index, operationId));
-    return index;
+    return addDriverPart(
+        (index, taskId) ->
+            EncodedParquet.placeDeletes(table, localPaths, specId, ids, index, taskId, operationId));
   }
 
   /** Writes the keys of the Arrow IPC stream at {@code arrowPath} as equality-delete files, as {@link #addLocalData}. */
@@ -131,11 +126,22 @@ public final class FileBatch {
     StructType sparkSchema = (StructType) DataType.fromJson(sparkSchemaJson);
     TaskFileWriter task =
         new TaskFileWriter(null, sparkSchema, rowSchema, specId, ids, operationId, writeProps);
+    return addDriverPart(
+        (index, taskId) -> LocalWrite.write(task, sparkSchema, table, index, taskId, arrowPath));
+  }
+
+  /** What a part written on the driver does in {@link #write}, given its index and task id. */
+  private interface DriverPart {
+    List<ContentFile<?>> write(int index, long taskId) throws IOException;
+  }
+
+  /** Adds a part written on the driver; returns its index. */
+  private int addDriverPart(DriverPart part) {
     int index = files.size();
     files.add(null);
     // The part's index names its files apart from the other parts' (a job's tasks are numbered
     // from 0 too, so local parts count from far above them).
-    local.add(() -> LocalWrite.write(task, sparkSchema, table, index, LOCAL_TASK_IDS + index, arrowPath));
+    local.add(() -> part.write(index, LOCAL_TASK_IDS + index));
     return index;
   }
 
