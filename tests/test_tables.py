@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
@@ -54,6 +56,28 @@ def test_loaded_tables_are_bounded_and_a_dropped_one_is_loaded_again(spark: Spar
     assert again is not a and again.schema_id == a.schema_id and again.arrow_schema == a.arrow_schema
     assert sorted(tables.known()) == ["lru.a", "lru.b", "lru.c"]  # what was written here, loaded or not
     assert tables.refresh("lru.b").name == "lru.b"  # b went when a came back; refresh loads it
+
+
+def test_threads_opening_tables_at_once_share_each_tables_one_handle(spark: SparkRuntime,
+                                                                    warehouse: Warehouse) -> None:
+    """A Table Topic connector opens a fetch's new tables side by side: a table asked for by several
+    threads at once is created once, and every one of them gets its handle."""
+    config = parse_connector({
+        "name": "t", "topics": "t", "iceberg.tables.auto-create-enabled": "true", "iceberg.tables": "many.a",
+        **warehouse.connector_props()}, WORKER)
+    tables = IcebergTables(spark, config)
+    names = [f"many.t{i % 4}" for i in range(16)]
+    start = threading.Barrier(len(names))
+
+    def open_table(name: str) -> TableHandle:
+        start.wait()
+        return tables.get(name, SAMPLE)
+
+    with ThreadPoolExecutor(len(names)) as pool:
+        handles = list(pool.map(open_table, names))
+    for name, handle in zip(names, handles, strict=True):
+        assert handle.name == name and handle is tables.get(name)
+    assert sorted(tables.known()) == [f"many.t{i}" for i in range(4)]
 
 
 def test_partition_by_a_missing_column_names_table_and_column(spark: SparkRuntime, warehouse: Warehouse) -> None:

@@ -24,7 +24,7 @@ from tabletopic.convert.records import RawRecords, SinkRecords
 from tabletopic.failed_records import FailedRecords, RecordFailure
 from tabletopic.isolation import SystemUnavailable, apply_isolating
 from tabletopic.observe.metrics import SinkMetrics
-from tabletopic.staging import Staging, payload_sizes
+from tabletopic.staging import Staged, Staging, payload_sizes
 from tabletopic.start_positions import StartPositions
 from tabletopic.system_outages import SystemOutages
 from tabletopic.topic_partition import TopicPartition
@@ -93,7 +93,12 @@ class SinkTask:
             return
         try:
             with self.metrics.timed("convert"):
-                failures, staged = self._stage(raw, value_sizes, key_sizes)
+                changes = self.staging.stage(raw, value_sizes, key_sizes)
+            await self.writer.open(changes.changes)
+            if not await self._still_continues(tp, position):
+                return  # a revocation or a seek came while the tables opened
+            with self.metrics.timed("convert"):
+                failures, staged = self._shape_all(changes)
         except SystemUnavailable as exc:
             # Not the records' fault: nothing is dead-lettered, the position stays, and the partition
             # is read again from the first record not taken.
@@ -129,11 +134,8 @@ class SinkTask:
         await self.starts.undecided(tp)
         return tp in self.assigned and self.ledger.position(tp) == position
 
-    def _stage(self, raw: RawRecords, value_sizes: np.ndarray,
-               key_sizes: np.ndarray) -> tuple[list[RecordFailure], dict[str, list[SinkRecords]]]:
-        """Stage the records (see staging.py) and shape each table's changes to it: what fails, and what
-        goes to each table."""
-        staged = self.staging.stage(raw, value_sizes, key_sizes)
+    def _shape_all(self, staged: Staged) -> tuple[list[RecordFailure], dict[str, list[SinkRecords]]]:
+        """Shape each table's staged changes (see staging.py) to it: what fails, and what goes to each table."""
         failures = staged.failures
         shaped: dict[str, list[SinkRecords]] = {}
         for table, changes in staged.changes.items():

@@ -25,9 +25,18 @@ class SystemOutages:
         self._log = log
         self.in_a_row = 0  # reset by work done without one
         self.last_error: str | None = None
+        self._backoff_until = 0.0  # the event loop's time when the backoff being waited out ends
 
     async def failed(self, exc: SystemUnavailable) -> None:
-        """Count ``exc`` and wait out its backoff; raise once tabletopic.catalog.max-consecutive-failures is reached."""
+        """Count ``exc`` and wait out its backoff; raise once tabletopic.catalog.max-consecutive-failures is reached.
+
+        Failures met while a backoff runs (a fetch's partitions are ingested side by side) wait for the same
+        end and are not counted: one outage seen by four partitions at once is one failure, not four.
+        """
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._backoff_until:
+            await asyncio.sleep(self._backoff_until - loop.time())
+            return
         self.in_a_row += 1
         self.last_error = str(exc)
         self._metrics.catalog_failures.inc()
@@ -37,6 +46,7 @@ class SystemOutages:
         backoff = min(30.0, 2.0 ** (self.in_a_row - 1))
         self._log.warning("a system the sink needs is unavailable; records will be read again", error=str(exc),
                           failures=self.in_a_row, retry_in_s=backoff)
+        self._backoff_until = loop.time() + backoff
         await asyncio.sleep(backoff)
 
     def recovered(self) -> None:

@@ -119,7 +119,8 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "Tables committed in parallel in a round. A commit mostly waits (on storage, the catalog, and 10 ms "
         "polls inside Iceberg), so more threads than cores pay off with many tables: at 1,000 tables on two "
         "cores 8 made a round 4 s shorter than 2, and 16 no shorter than 8. Each thread holds a catalog "
-        "connection while it commits.", minimum=1),
+        "connection while it commits. Tables met for the first time are loaded or created as many at once.",
+        minimum=1),
     Key("iceberg.control.commit.max-consecutive-failures", KeyType.INT, 3,
         "A table's commit that Iceberg refuses for the same cause this many rounds in a row (a ValidationException, "
         "an IllegalArgumentException such as a v3 table's \"Must use DVs\", ...) fails the connector, with that "

@@ -72,7 +72,8 @@ def build_sink(config: ConnectorConfig, worker: WorkerConfig, clients: KafkaClie
     read_table = table_reader(tables, config.group_id)
     ledger = PartitionLedger(lambda table: read_table(table).offsets)
     writer = SinkWriter(tables, FileWriter(spark, config.write_props, metrics), metrics, config.buffer_flush_bytes,
-                        config.case_insensitive, ledger, config.evolve_schema, config.write_parallelism)
+                        config.case_insensitive, ledger, config.evolve_schema, config.write_parallelism,
+                        config.commit_threads)
     maintainer = Maintainer(config.name, config.group_id, tables, config.maintenance, metrics,
                             lambda: {*tables.known(), *(config.tables or [])},
                             enabled=lambda table: config.maintenance.enabled_for(config.table(table).keyed),

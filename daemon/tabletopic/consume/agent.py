@@ -189,13 +189,13 @@ class FaustConsumer:
 
     async def _ingest(self, generations: dict[TP, int], batches: dict[TP, list[Any]]) -> None:
         try:
-            for tp, messages in batches.items():
-                # Judged one at a time, just before it is ingested: ingesting the one before may
-                # have waited, and a rebalance or a rejected answer moved the position meanwhile.
-                with self.task.metrics.timed("take"):
-                    raw = self._take(tp, messages, generations.get(tp, STALE))
-                if raw is not None:
-                    await self.task.ingest(raw)
+            # The partitions side by side: one that waits (for its new table, the dead-letter topic)
+            # lets the others go on. All of them end before the fetch is done; then the first error counts.
+            outcomes = await asyncio.gather(*(self._ingest_partition(tp, messages, generations.get(tp, STALE))
+                                              for tp, messages in batches.items()), return_exceptions=True)
+            for outcome in outcomes:
+                if isinstance(outcome, BaseException):
+                    raise outcome
             if self.task.over_memory and not self._draining:
                 await self._relieve()
         except RecordFailed as exc:
@@ -203,6 +203,14 @@ class FaustConsumer:
         except Exception as exc:  # any other fault stops the connector rather than skipping records
             self.log.exception("sink failed while ingesting records")
             self._fail(exc)
+
+    async def _ingest_partition(self, tp: TP, messages: list[Any], generation: int) -> None:
+        # Judged in the same step as the ingest reads its position: an await before it would let a
+        # rebalance or a rejected answer move the position between the two.
+        with self.task.metrics.timed("take"):
+            raw = self._take(tp, messages, generation)
+        if raw is not None:
+            await self.task.ingest(raw)
 
     async def _relieve(self) -> None:
         """Over tabletopic.buffer.max-bytes: pause the partitions until a commit has drained the buffers.

@@ -8,9 +8,11 @@ writer receives is exactly what Spark expects).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,6 +129,7 @@ class IcebergTables:
         self._handles: OrderedDict[str, TableHandle] = OrderedDict()
         self._seen: set[str] = set()  # every table loaded or created here, cached or not: known()
         self._lock = threading.RLock()
+        self._opening: dict[str, Future[None]] = {}  # tables a thread is loading or creating now
         self._listing: Any = None
         # The catalog is looked up once: through Spark's catalog manager it took five py4j calls, for
         # every table a Table Topic connector creates. It stays valid while this connector uses it.
@@ -164,12 +167,13 @@ class IcebergTables:
 
     def listing_catalog(self) -> Any:
         """The catalog itself, not Spark's caching wrapper, which hides namespace listing."""
-        if self._listing is None:
-            session = self._spark.activate()
-            props = {k: v for k, v in self._config.catalog_props.items()}
-            self._listing = self.jvm.org.apache.iceberg.CatalogUtil.buildIcebergCatalog(
-                self._config.catalog_name, props, session.sparkContext._jsc.hadoopConfiguration())
-        return self._listing
+        with self._lock:
+            if self._listing is None:
+                session = self._spark.activate()
+                props = {k: v for k, v in self._config.catalog_props.items()}
+                self._listing = self.jvm.org.apache.iceberg.CatalogUtil.buildIcebergCatalog(
+                    self._config.catalog_name, props, session.sparkContext._jsc.hadoopConfiguration())
+            return self._listing
 
     def _ident(self, name: str) -> Any:
         return self._spark.java_class("org.apache.iceberg.catalog.TableIdentifier").parse(name)
@@ -179,6 +183,11 @@ class IcebergTables:
         with self._lock:
             return list(self._seen)
 
+    def loaded(self, name: str) -> bool:
+        """Whether ``name`` is loaded now: :meth:`get` returns it without a catalog call."""
+        with self._lock:
+            return name in self._handles
+
     def exists(self, name: str) -> bool:
         try:
             return bool(self._catalog().tableExists(self._ident(name)))
@@ -186,29 +195,49 @@ class IcebergTables:
             raise CatalogUnavailable(f"cannot look up table {name}: {java_error_message(exc)}") from exc
 
     def get(self, name: str, sample: pa.Schema | None = None) -> TableHandle:
-        """The table, created from ``sample`` if it is missing and auto-create is on."""
-        with self._lock:
-            handle = self._handles.get(name)
-            if handle is not None:
-                self._handles.move_to_end(name)
-                return handle
-            catalog = self._catalog()
-            ident = self._ident(name)
-            try:
-                if catalog.tableExists(ident):
-                    java = catalog.loadTable(ident)
-                elif self._config.auto_create and sample is not None:
-                    java = self._create(catalog, ident, name, sample)
-                elif self._config.auto_create:
-                    raise TableError(f"table {name} does not exist yet; it is created with the first record")
-                else:
-                    raise TableError(f"table {name} does not exist; create it, or set "
-                                     "iceberg.tables.auto-create-enabled=true")
-            except JAVA_ERRORS as exc:
-                raise CatalogUnavailable(f"cannot load table {name}: {java_error_message(exc)}") from exc
-            handle = self._handle(name, java)
-            self._keep(handle)
+        """The table, created from ``sample`` if it is missing and auto-create is on.
+
+        Different tables open side by side (a Table Topic connector meets hundreds at once); a caller
+        asking for a table another thread is opening waits for it, then tries itself if that failed.
+        """
+        while True:
+            with self._lock:
+                handle = self._handles.get(name)
+                if handle is not None:
+                    self._handles.move_to_end(name)
+                    return handle
+                opening = self._opening.get(name)
+                if opening is None:
+                    opening = self._opening[name] = Future()
+                    break
+            with contextlib.suppress(Exception):  # its error is its caller's; this one tries on its own
+                opening.result()
+        try:
+            handle = self._open(name, sample)
+            with self._lock:
+                self._keep(handle)
             return handle
+        finally:
+            with self._lock:
+                del self._opening[name]
+            opening.set_result(None)
+
+    def _open(self, name: str, sample: pa.Schema | None) -> TableHandle:
+        catalog = self._catalog()
+        ident = self._ident(name)
+        try:
+            if catalog.tableExists(ident):
+                java = catalog.loadTable(ident)
+            elif self._config.auto_create and sample is not None:
+                java = self._create(catalog, ident, name, sample)
+            elif self._config.auto_create:
+                raise TableError(f"table {name} does not exist yet; it is created with the first record")
+            else:
+                raise TableError(f"table {name} does not exist; create it, or set "
+                                 "iceberg.tables.auto-create-enabled=true")
+        except JAVA_ERRORS as exc:
+            raise CatalogUnavailable(f"cannot load table {name}: {java_error_message(exc)}") from exc
+        return self._handle(name, java)
 
     def _keep(self, handle: TableHandle) -> None:
         self._handles[handle.name] = handle
@@ -228,13 +257,13 @@ class IcebergTables:
 
     def refresh(self, name: str) -> TableHandle:
         """Re-read the table's metadata (after a commit conflict, or a schema change by someone else)."""
-        with self._lock:
-            handle = self._handles.get(name) or self.get(name)
-            handle.java.refresh()
-            if handle.java.schema().schemaId() != handle.schema_id:
-                handle = self._handle(name, handle.java)
+        handle = self.get(name)  # not under the lock: get may wait for another thread opening it
+        handle.java.refresh()
+        if handle.java.schema().schemaId() != handle.schema_id:
+            handle = self._handle(name, handle.java)
+            with self._lock:
                 self._keep(handle)
-            return handle
+        return handle
 
     def forget(self, name: str) -> None:
         with self._lock:

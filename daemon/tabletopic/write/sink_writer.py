@@ -11,6 +11,7 @@ whose record is in no file.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Iterable
 
@@ -30,6 +31,7 @@ from tabletopic.write.iceberg_tables import (
     JAVA_ERRORS,
     CatalogUnavailable,
     IcebergTables,
+    TableError,
     TableHandle,
     java_error_message,
 )
@@ -44,7 +46,7 @@ _EVOLVE_ATTEMPTS = 5
 class SinkWriter:
     def __init__(self, tables: IcebergTables, writer: FileWriter, metrics: SinkMetrics,
                  flush_bytes: int, case_insensitive: bool, ledger: PartitionLedger,
-                 evolve_schema: bool = False, parallelism: int = 1) -> None:
+                 evolve_schema: bool = False, parallelism: int = 1, open_parallelism: int = 1) -> None:
         self._tables = tables
         self._writer = writer
         self._metrics = metrics
@@ -53,6 +55,7 @@ class SinkWriter:
         self._ledger = ledger
         self._evolve_schema = evolve_schema
         self._parallelism = parallelism
+        self._open_parallelism = open_parallelism  # catalog calls, like the commits' pool
         self.buffers: dict[str, TableBuffer] = {}
         self._pending: dict[str, list[WrittenFiles]] = {}
         self._write_lock = asyncio.Lock()
@@ -66,6 +69,33 @@ class SinkWriter:
         self._resets = 0  # a write that began before a reset is dropped when it ends
 
     # -- ingest side (event loop, synchronous) ----------------------------------------------------
+    async def open(self, changes: dict[str, list[SinkRecords]]) -> None:
+        """Load or create, side by side and off the event loop, the tables ``changes`` go to that are not
+        loaded yet, so :meth:`prepare` finds them; as many at once as tables commit in parallel.
+
+        A table that cannot be opened is left to :meth:`prepare`, which turns why into the records' failures.
+        """
+        missing: list[tuple[str, SinkRecords]] = []
+        for table, records in changes.items():
+            # As prepare: a table is created from its first rows that are not deletes.
+            first = None if self._tables.loaded(table) else next(
+                (r for r in records if (r.op_array() == UPSERT).any()), None)
+            if first is not None:
+                missing.append((table, first))
+        if not missing:
+            return
+        limit = asyncio.Semaphore(self._open_parallelism)
+
+        async def one(table: str, records: SinkRecords) -> None:
+            async with limit:
+                with contextlib.suppress(TableError):
+                    await asyncio.to_thread(self._tables.get, table, records.value.schema)
+
+        outcomes = await asyncio.gather(*(one(t, r) for t, r in missing), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+
     def prepare(self, table: str, records: SinkRecords) -> tuple[list[SinkRecords], list[Failure]]:
         """Conform rows to ``table`` (creating it if allowed); nothing is buffered yet."""
         ops = records.op_array()

@@ -1,0 +1,28 @@
+"""How outages of the catalog, storage or registry are counted toward the connector's limit."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import structlog
+
+from tabletopic.system_outages import SystemOutages
+from tabletopic.write.iceberg_tables import CatalogUnavailable
+from tests.unit.fakes import metrics
+
+
+def test_partitions_failing_together_count_as_one_failure_and_a_later_one_counts_again() -> None:
+    """A fetch's partitions are ingested side by side: an outage meets all of them at once. Counted
+    per partition, four partitions would exhaust a limit of three on the outage's first moment."""
+    async def main() -> None:
+        outages = SystemOutages(3, metrics(), structlog.get_logger())
+        down = CatalogUnavailable("catalog down")
+        await asyncio.gather(*(outages.failed(down) for _ in range(4)))
+        assert outages.in_a_row == 1
+        await outages.failed(down)  # after the backoff: the outage goes on
+        assert outages.in_a_row == 2
+        with pytest.raises(CatalogUnavailable, match="3 failures in a row"):
+            await outages.failed(down)
+
+    asyncio.run(main())
