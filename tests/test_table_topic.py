@@ -44,8 +44,9 @@ def test_fifty_topics_become_their_tables_a_new_one_too_and_survive_a_sigkill_mi
     connector = {"name": unique("tabletopic"), "topics.regex": f"{prefix}\\..*",
                  "tabletopic.table-topic.enabled": "true", "tabletopic.table-topic.namespace": namespace,
                  f"iceberg.table.{tables[named[0]]}.partition-by": "bucket(id, 4)",
-                 # Fewer than the tables a round writes: each round loads some of them again.
-                 "tabletopic.tables.max-cached": "20",
+                 # Fewer than the tables a round writes: each round loads some of them again. And each
+                 # round releases the tables the one before used: rows after a release load them again.
+                 "tabletopic.tables.max-cached": "20", "tabletopic.tables.idle-release-ms": "1",
                  "iceberg.control.commit.interval-ms": str(interval_ms), **warehouse.connector_props()}
     group = f"connect-{connector['name']}"
     daemon = DaemonProcess(tmp_path, worker_props(bootstrap, **{"value.converter.schemas.enable": "false"}),
@@ -81,6 +82,7 @@ def test_fifty_topics_become_their_tables_a_new_one_too_and_survive_a_sigkill_mi
     send(late, 300)
     wait_until(lambda: committed(late) == 300, 60, "the new topic's table", daemon)
     assert "new topics match topics.regex" in daemon.output()
+    assert "released tables no round used" in daemon.output()  # and the late topic's rows loaded its again
     # Each table records its own topic's partitions alone: the new topic grew no other table's summary.
     for topic in [*topics, late]:
         assert recorded_topics(topic) == {topic}, topic

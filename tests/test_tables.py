@@ -58,6 +58,26 @@ def test_loaded_tables_are_bounded_and_a_dropped_one_is_loaded_again(spark: Spar
     assert tables.refresh("lru.b").name == "lru.b"  # b went when a came back; refresh loads it
 
 
+def test_tables_unused_for_the_idle_bound_are_released_and_loaded_again(spark: SparkRuntime,
+                                                                        warehouse: Warehouse) -> None:
+    now = [0.0]
+    config = parse_connector({
+        "name": "t", "topics": "t", "iceberg.tables.auto-create-enabled": "true", "iceberg.tables": "idle.a",
+        "tabletopic.tables.idle-release-ms": "60000", **warehouse.connector_props()}, WORKER)
+    tables = IcebergTables(spark, config, clock=lambda: now[0])
+    a, b, _ = (tables.get(f"idle.{n}", SAMPLE) for n in "abc")
+    now[0] = 30.0
+    assert tables.get("idle.b") is b  # used again: its idle time starts over
+    now[0] = 60.0
+    assert tables.release_idle() == ["idle.a", "idle.c"]
+    assert tables.loaded("idle.b") and not tables.loaded("idle.a") and tables.loaded_count() == 1
+    again = tables.get("idle.a")
+    assert again is not a and again.arrow_schema == a.arrow_schema  # loaded from the catalog
+    now[0] = 90.0
+    assert tables.release_idle() == ["idle.b"]
+    assert sorted(tables.known()) == ["idle.a", "idle.b", "idle.c"]
+
+
 def test_threads_opening_tables_at_once_share_each_tables_one_handle(spark: SparkRuntime,
                                                                     warehouse: Warehouse) -> None:
     """A Table Topic connector opens a fetch's new tables side by side: a table asked for by several

@@ -102,6 +102,7 @@ class ConnectorConfig:
     write_parallelism: int
     parquet_encoder: str
     tables_max_cached: int
+    tables_idle_release_ms: int
     buffer_max_bytes: int
     offsets_refresh_rounds: int
     maintenance: MaintenanceSettings
@@ -313,6 +314,7 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
         write_parallelism=values["tabletopic.write.parallelism"],
         parquet_encoder=values["tabletopic.write.parquet-encoder"],
         tables_max_cached=values["tabletopic.tables.max-cached"],
+        tables_idle_release_ms=values["tabletopic.tables.idle-release-ms"],
         buffer_max_bytes=values["tabletopic.buffer.max-bytes"],
         offsets_refresh_rounds=values["tabletopic.offsets.refresh-rounds"],
         maintenance=settings_from(values),

@@ -158,6 +158,11 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "Tables kept loaded (an Iceberg table object and its schema); past this many, the least recently "
         "used is dropped and loaded again from the catalog when next written. A connector that writes more "
         "tables than this in a round loads some of them every round: keep it above that.", minimum=1),
+    Key("tabletopic.tables.idle-release-ms", KeyType.LONG, 600_000,
+        "A loaded table that no round has written or committed for this long is released (its Iceberg table "
+        "object, metadata and schema), as if dropped from tabletopic.tables.max-cached: a topic gone quiet "
+        "costs no memory, and its next rows load the table again from the catalog. 0 keeps tables loaded "
+        "until the bound drops them.", minimum=0),
     Key("tabletopic.buffer.max-bytes", KeyType.LONG, 512 * 1024 * 1024,
         "Arrow bytes of the rows held for all tables, buffered or being written, with the records fetched and "
         "not yet taken. Past it the connector pauses its partitions (no rebalance) and hands its rows to the "

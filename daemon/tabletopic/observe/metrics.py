@@ -74,6 +74,10 @@ class _Families:
         self.buffered_records = gauge("tabletopic_buffered_records", "Records buffered, not yet written")
         self.buffered_bytes = gauge("tabletopic_buffered_bytes", "Bytes buffered, not yet written")
         self.assigned_partitions = gauge("tabletopic_assigned_partitions", "Partitions assigned to this daemon")
+        self.tables_loaded = gauge("tabletopic_tables_loaded",
+                                   "Tables held loaded (an Iceberg table object and its metadata each), at most "
+                                   "tabletopic.tables.max-cached; a table unused for tabletopic.tables.idle-release-ms "
+                                   "is released")
         self.coordinator = gauge("tabletopic_coordinator", "1 while this daemon coordinates the connector's commits")
         self.control_messages_skipped = counter(
             "tabletopic_control_messages_skipped",

@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,12 +123,15 @@ def _null_free(t: pa.DataType) -> pa.DataType:
 class IcebergTables:
     """Loads and creates one connector's tables; safe to call from the event loop and the writer thread."""
 
-    def __init__(self, spark: SparkRuntime, config: ConnectorConfig) -> None:
+    def __init__(self, spark: SparkRuntime, config: ConnectorConfig,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._spark = spark
         self._config = config
+        self._clock = clock
         # Loaded tables, least recently used first, at most config.tables_max_cached: with a table per
         # topic, every table the process ever wrote stayed loaded, its metadata with it.
         self._handles: OrderedDict[str, TableHandle] = OrderedDict()
+        self._used_at: dict[str, float] = {}  # per loaded table, when it was last asked for (the clock's time)
         self._seen: set[str] = set()  # every table loaded or created here, cached or not: known()
         self._lock = threading.RLock()
         self._opening: dict[str, Future[None]] = {}  # tables a thread is loading or creating now
@@ -188,6 +193,10 @@ class IcebergTables:
         with self._lock:
             return name in self._handles
 
+    def loaded_count(self) -> int:
+        with self._lock:
+            return len(self._handles)
+
     def exists(self, name: str) -> bool:
         try:
             return bool(self._catalog().tableExists(self._ident(name)))
@@ -205,6 +214,7 @@ class IcebergTables:
                 handle = self._handles.get(name)
                 if handle is not None:
                     self._handles.move_to_end(name)
+                    self._used_at[name] = self._clock()
                     return handle
                 opening = self._opening.get(name)
                 if opening is None:
@@ -242,9 +252,28 @@ class IcebergTables:
     def _keep(self, handle: TableHandle) -> None:
         self._handles[handle.name] = handle
         self._handles.move_to_end(handle.name)
+        self._used_at[handle.name] = self._clock()
         self._seen.add(handle.name)
         while len(self._handles) > self._config.tables_max_cached:
-            self._handles.popitem(last=False)
+            self._used_at.pop(self._handles.popitem(last=False)[0], None)
+
+    def release_idle(self) -> list[str]:
+        """Release the loaded tables not asked for in tabletopic.tables.idle-release-ms; their names.
+
+        Every write and commit asks for its table, so these are the tables of quiet topics. A handle a
+        thread still holds keeps working; the next rows load the table again.
+        """
+        if not self._config.tables_idle_release_ms:
+            return []
+        before = self._clock() - self._config.tables_idle_release_ms / 1000
+        released = []
+        with self._lock:
+            # Least recently used first: the scan stops at the first table used since.
+            while self._handles and self._used_at[next(iter(self._handles))] <= before:
+                name = self._handles.popitem(last=False)[0]
+                del self._used_at[name]
+                released.append(name)
+        return released
 
     def recorded(self, name: str, group_id: str) -> Recorded:
         """What table ``name`` records for ``group_id``, read from its newest metadata, a snapshot a py4j call."""
@@ -268,6 +297,7 @@ class IcebergTables:
     def forget(self, name: str) -> None:
         with self._lock:
             self._handles.pop(name, None)
+            self._used_at.pop(name, None)
             self._seen.discard(name)
 
     def _handle(self, name: str, java: Any) -> TableHandle:

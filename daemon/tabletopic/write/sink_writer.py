@@ -304,7 +304,16 @@ class SinkWriter:
                 same = all(p.floors == parts[0].floors for p in parts)
                 written_floors[table] = dict(parts[0].floors) if same else None
             self._pending = {}
+            self._release_idle()
             return WriteResult(positions, starts, cut_at, written, written_floors)
+
+    def _release_idle(self) -> None:
+        """Once a round: the tables of topics gone quiet are released (see IcebergTables.release_idle)."""
+        released = self._tables.release_idle()
+        if released:
+            log.info("released tables no round used for tabletopic.tables.idle-release-ms", tables=len(released),
+                     first=released[:5])
+        self._metrics.tables_loaded.set(self._tables.loaded_count())
 
     async def _write_all(self, drained: list[Drained], resets: int) -> None:
         """Every table's rows, in up to ``parallelism`` writes at once, each taking a share of the

@@ -31,6 +31,12 @@ class _Tables:
     def known(self) -> set[str]:
         return {TABLE}
 
+    def release_idle(self) -> list[str]:
+        return []
+
+    def loaded_count(self) -> int:
+        return 1
+
 
 def _written(drained: Drained) -> WrittenFiles:
     """One file of the drained rows, carrying the floors they were cut against (the same dict, as
