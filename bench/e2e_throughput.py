@@ -464,12 +464,14 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
         for i in range(args.runs):  # taken one after another, alternating, so drift hits both alike
             if args.upsert:
                 upserts.append(tabletopic_run(bootstrap, work, f"upsert-{i}", args.records, args.interval_ms,
-                                              extra=extra, registry=args.format != "json", connector=UPSERT))
+                                              extra=extra, registry=args.format != "json", connector=UPSERT,
+                                              py_spy=args.py_spy if i == 0 else None, jfr=args.jfr if i == 0 else None))
                 print(f"  run {i + 1}: tabletopic upsert {upserts[-1].seconds:.1f} s", flush=True)
             elif not args.no_peer:
                 peers.append(peer_run(bootstrap, work, f"peer-{i}", args.records, args.interval_ms))
             ours.append(tabletopic_run(bootstrap, work, f"bench-{i}", args.records, args.interval_ms,
-                                       py_spy=args.py_spy if i == 0 else None, jfr=args.jfr if i == 0 else None,
+                                       py_spy=args.py_spy if i == 0 and not args.upsert else None,
+                                       jfr=args.jfr if i == 0 and not args.upsert else None,
                                        extra=extra, registry=args.format != "json"))
             print(f"  run {i + 1}: tabletopic {ours[-1].seconds:.1f} s"
                   + (f", peer {peers[-1].seconds:.1f} s" if peers else ""), flush=True)
@@ -676,8 +678,10 @@ def main() -> None:
     parser.add_argument("--interval-ms", type=int, default=2_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--max-poll-records", type=int, default=10_000)
-    parser.add_argument("--py-spy", help="profile the first tabletopic run's Python with py-spy (raw) into this file")
-    parser.add_argument("--jfr", help="record the first tabletopic run's JVM with Java Flight Recorder into this file")
+    parser.add_argument("--py-spy", help="profile the first tabletopic run's Python with py-spy (raw) into this file "
+                                         "(the first upsert run's with --upsert)")
+    parser.add_argument("--jfr", help="record the first tabletopic run's JVM with Java Flight Recorder into this file "
+                                      "(the first upsert run's with --upsert)")
     parser.add_argument("--worker", action="append", default=[], metavar="KEY=VALUE",
                         help="a worker setting for the tabletopic runs (repeat): to try one's effect")
     parser.add_argument("--format", choices=sorted(CONVERTERS), default="json",
