@@ -209,7 +209,7 @@ def main() -> None:
         writer = FileWriter(spark, {})
         # The maintainer's rule, for the maintained table only.
         commit_positions = CommitPositions(config.maintenance, lambda name: name == "b.maintained")
-        committer = TableCommitter(lambda: spark.jvm, "bench", "bench", positions=commit_positions.committing)
+        committer = TableCommitter(spark, "bench", "bench", positions=commit_positions.committing)
         spark.session  # noqa: B018 - start-up is not what is measured
         first = rows(np.arange(args.keys), 1)
         triggers = ", ".join(f"{key}={value}" for key, value in overrides.items()) or "the default triggers"

@@ -67,7 +67,7 @@ def main() -> None:
         writer = FileWriter(spark, {})
         # The daemon's rule: commits carry position deletes in place of equality deletes.
         positions = CommitPositions(upsert_config.maintenance, lambda name: name == "b.upsert")
-        committer = TableCommitter(lambda: spark.jvm, "bench", "bench", positions=positions.committing)
+        committer = TableCommitter(spark, "bench", "bench", positions=positions.committing)
         session = spark.activate()
 
         def read(name: str) -> tuple[int, int]:

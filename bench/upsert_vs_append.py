@@ -93,9 +93,9 @@ def run(spark: SparkRuntime, work: Path, version: str, keys: int) -> None:
     upsert_tables = IcebergTables(spark, parse_connector({**base, "iceberg.tables.upsert-mode-enabled": "true",
                                                           "iceberg.tables.default-id-columns": "id"}, worker))
     writer = FileWriter(spark, {})
-    equality = TableCommitter(lambda: spark.jvm, "bench", "bench")
+    equality = TableCommitter(spark, "bench", "bench")
     # As the daemon's default commits: the rows of the deleted keys found at commit, up to 5 million read.
-    positions = TableCommitter(lambda: spark.jvm, "bench", "bench", positions=lambda table: nullcontext(5_000_000))
+    positions = TableCommitter(spark, "bench", "bench", positions=lambda table: nullcontext(5_000_000))
     runs = (("append", append_tables, "bench.append", equality),
             ("upsert, equality deletes", upsert_tables, "bench.upsert", equality),
             ("upsert, " + ("deletion vectors" if version == "3" else "position deletes"), upsert_tables,

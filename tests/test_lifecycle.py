@@ -98,7 +98,7 @@ def test_a_writer_whose_table_moved_on_is_fenced(bootstrap: str, spark: SparkRun
         if not state["injected"] and offsets.get((topic, 0)) == 100:
             # Another writer takes partition 0 and commits up to 150, as a new owner would.
             handle = daemon.connectors[0].parts.sink.tables.get(table)
-            TableCommitter(lambda: spark.jvm, "other", group).commit(
+            TableCommitter(spark, "other", group).commit(
                 handle, None, {(topic, 0): 150}, {(topic, 0): 100}, None)
             state["injected"] = True
             state["producer"] = threading.Thread(target=produce, args=(bootstrap, topic, _records(100, 200)))
@@ -149,7 +149,7 @@ def test_a_coordinator_of_an_older_generation_is_refused(spark: SparkRuntime, wa
     tables = IcebergTables(spark, parse_connector({"name": "epochs", "topics": "t", "iceberg.tables": table,
                                                    **warehouse.connector_props()}, parse_worker({})))
     handle = tables.get(table)
-    committer = TableCommitter(lambda: spark.jvm, "epochs", "connect-epochs")
+    committer = TableCommitter(spark, "epochs", "connect-epochs")
     committer.commit(handle, None, {("t", 0): 10}, {}, None, epoch=7)
     with pytest.raises(CommitFenced, match="epoch 7, newer than this coordinator's 6"):
         committer.commit(handle, None, {("t", 0): 20}, {("t", 0): 10}, None, epoch=6)

@@ -34,7 +34,7 @@ from tabletopic.offsets.source_offsets import (
 from tabletopic.offsets.table_scope import TableScope
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.iceberg_tables import JAVA_ERRORS, TableHandle, java_error_message
-from tabletopic.write.spark_session import JavaStatics
+from tabletopic.write.spark_session import SparkRuntime
 
 _VALIDATION_RETRIES = 3
 _TOTALS = ("total-data-files", "total-delete-files", "total-files-size")
@@ -65,7 +65,7 @@ class CommitResult:
 
 
 class TableCommitter:
-    def __init__(self, jvm_provider: Any, connector: str, group_id: str,
+    def __init__(self, spark: SparkRuntime, connector: str, group_id: str,
                  on_retry: Callable[[str], None] | None = None,
                  positions: Callable[[str], AbstractContextManager[int]] = lambda table: nullcontext(0),
                  snapshot_bound: Callable[[str], int] = lambda table: 0) -> None:
@@ -74,8 +74,7 @@ class TableCommitter:
         see :class:`tabletopic.maintain.commit_positions.CommitPositions`. ``snapshot_bound(table)`` is the
         most snapshots a commit leaves before expiring the oldest (0: none), see
         ``tabletopic.maintenance.snapshots.max-count``."""
-        self._jvm = jvm_provider
-        self._writer_class: Any = None
+        self._spark = spark
         self._positions = positions
         self._snapshot_bound = snapshot_bound
         self._connector = connector
@@ -84,9 +83,10 @@ class TableCommitter:
 
     def _writer(self) -> Any:
         """tabletopic's SinkWriter class and its methods, each looked up once through py4j."""
-        if self._writer_class is None:
-            self._writer_class = JavaStatics(self._jvm().tabletopic.SinkWriter)
-        return self._writer_class
+        return self._spark.java_class("tabletopic.SinkWriter")
+
+    def _empty_list(self) -> Any:
+        return self._spark.java_class("java.util.ArrayList")()
 
     def commit(
         self,
@@ -111,7 +111,7 @@ class TableCommitter:
             positions = scope.offsets(positions)
         started = time.monotonic()
         writer = self._writer()
-        files = files if files is not None else self._jvm().java.util.ArrayList()
+        files = files if files is not None else self._empty_list()
         commit_id = str(uuid.uuid4())
         for attempt in range(_VALIDATION_RETRIES + 1):
             table = handle.java
@@ -175,7 +175,7 @@ class TableCommitter:
         deletes the consumer group (see :mod:`tabletopic.connectors.offsets`), whose generations then start
         again from the beginning, and a recorded epoch would fence every coordinator of the new group.
         """
-        writer = self._jvm().tabletopic.SinkWriter
+        writer = self._writer()
         try:
             table = handle.java
             table.refresh()
@@ -183,6 +183,6 @@ class TableCommitter:
             summary = {offsets_key(self._group_id): encode(offsets), COMMIT_ID_KEY: str(uuid.uuid4()),
                        CONNECTOR_KEY: self._connector}
             props = {property_key(self._group_id, handle.branch): property_value(offsets, -1)}
-            return int(writer.commit(table, handle.branch, self._jvm().java.util.ArrayList(), summary, base, props))
+            return int(writer.commit(table, handle.branch, self._empty_list(), summary, base, props))
         except JAVA_ERRORS as exc:
             raise CommitFailed(f"cannot set the offsets of table {handle.name}: {java_error_message(exc)}") from exc

@@ -47,7 +47,7 @@ class TableOffsets:
     def __init__(self, spark: SparkRuntime, config: ConnectorConfig) -> None:
         self.config = config
         self._tables = IcebergTables(spark, config)
-        self._committer = TableCommitter(lambda: spark.jvm, config.name, config.group_id)
+        self._committer = TableCommitter(spark, config.name, config.group_id)
 
     def close(self) -> None:
         self._tables.close()

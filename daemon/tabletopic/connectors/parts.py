@@ -79,7 +79,7 @@ def build_sink(config: ConnectorConfig, worker: WorkerConfig, clients: KafkaClie
                             enabled=lambda table: config.maintenance.enabled_for(config.table(table).keyed),
                             table_settings=config.maintenance_of)
     feeds = TableFeeds.of(config, offset_reset(worker, config.consumer_overrides))
-    committer = TableCommitter(lambda: spark.jvm, config.name, config.group_id,
+    committer = TableCommitter(spark, config.name, config.group_id,
                                lambda table: metrics.commit_retries.labels(table=table).inc(),
                                maintainer.commit_positions.committing,
                                lambda table: config.maintenance_of(table).snapshot_bound)
