@@ -301,13 +301,14 @@ class IcebergTables:
             self._seen.discard(name)
 
     def _handle(self, name: str, java: Any) -> TableHandle:
-        current = json.loads(self._spark.java_class("tabletopic.TableShapes").currentJson(
-            java, json.dumps(self._config.write_props)))
-        arrow = to_arrow_schema(StructType.fromJson(json.loads(current["spark"])))
-        handle = TableHandle(name, java, arrow, int(current["schema_id"]), self._config.table(name).commit_branch)
         encoder = self._config.parquet_encoder
         # A cluster's executors are there to take the encoding off the daemon's host: auto leaves it to them.
-        if encoder == "arrow" or (encoder == "auto" and self._spark.local):
+        by_arrow = encoder == "arrow" or (encoder == "auto" and self._spark.local)
+        current = json.loads(self._spark.java_class("tabletopic.TableShapes").currentJson(
+            java, json.dumps(self._config.write_props) if by_arrow else None))
+        arrow = to_arrow_schema(StructType.fromJson(json.loads(current["spark"])))
+        handle = TableHandle(name, java, arrow, int(current["schema_id"]), self._config.table(name).commit_branch)
+        if by_arrow:
             handle.parquet, handle.delete_parquet = layouts(arrow, current["parquet"])
         if self._config.table(name).keyed:
             self._key(handle)

@@ -36,14 +36,17 @@ public final class TableShapes {
   /**
    * {@code {"schema_id": n, "spark": "<the current schema as a Spark struct type's JSON>", "parquet":
    * {...}}}, the last as {@link EncodedParquet#layout} gives it for write properties {@code
-   * writePropsJson} (a JSON object of strings).
+   * writePropsJson} (a JSON object of strings); without "parquet" when {@code writePropsJson} is null
+   * (Iceberg's writer encodes the table's files).
    */
   public static String currentJson(Table table, String writePropsJson) throws IOException {
     Schema schema = table.schema();
     ObjectNode out = JsonUtil.mapper().createObjectNode();
     out.put("schema_id", schema.schemaId());
     out.put("spark", SparkSchemaUtil.convert(schema).json());
-    out.set("parquet", EncodedParquet.layout(table, schema, SinkWriter.stringMap(writePropsJson)));
+    if (writePropsJson != null) {
+      out.set("parquet", EncodedParquet.layout(table, schema, SinkWriter.stringMap(writePropsJson)));
+    }
     return JsonUtil.mapper().writeValueAsString(out);
   }
 }
