@@ -82,7 +82,7 @@ def test_fifty_topics_become_their_tables_a_new_one_too_and_survive_a_sigkill_mi
     send(late, 300)
     wait_until(lambda: committed(late) == 300, 60, "the new topic's table", daemon)
     assert "new topics match topics.regex" in daemon.output()
-    assert "released tables no round used" in daemon.output()  # and the late topic's rows loaded its again
+    assert "released tables no round used" in daemon.output()  # and the late topic's rows loaded its table again
     # Each table records its own topic's partitions alone: the new topic grew no other table's summary.
     for topic in [*topics, late]:
         assert recorded_topics(topic) == {topic}, topic
