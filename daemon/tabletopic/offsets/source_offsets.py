@@ -127,17 +127,16 @@ class _HelpedJavaTable(_JavaTable):
     """The JVM's Table, its head and summaries read through tabletopic's ``SinkWriter`` helpers: one py4j
     call each, where Iceberg's own API takes one per summary key (a commit's hot path reads them)."""
 
-    def __init__(self, table: Any, helper: Any, head: tuple[int, Mapping[str, str] | None] | None = None) -> None:
+    def __init__(self, table: Any, helper: Any, head: tuple[int, Mapping[str, str] | None]) -> None:
         super().__init__(table)
         self._helper = helper  # tabletopic.SinkWriter's class, as py4j sees it
-        self._head = head  # (id, summary) of the branch's head, read with the refresh that preceded
+        self._head = head  # (id, summary) of the branch's head (-1: none), read with the refresh that preceded
 
     def head(self, branch: str | None) -> int | None:
-        head = self._head[0] if self._head is not None else int(self._helper.headSnapshotId(self._table, branch))
-        return head if head >= 0 else None
+        return self._head[0] if self._head[0] >= 0 else None
 
     def summary(self, snapshot_id: int) -> Mapping[str, str] | None:
-        if self._head is not None and snapshot_id == self._head[0]:
+        if snapshot_id == self._head[0]:
             return self._head[1]
         text = self._helper.summaryJson(self._table, snapshot_id)
         return json.loads(text) if text is not None else None
@@ -185,23 +184,19 @@ class PyIcebergTable:
         return self._metadata.properties.get(key)
 
 
-def read_recorded(table: Any, branch: str | None, group_id: str, max_walk: int = 10_000,
-                  helper: Any = None, head: tuple[int, Mapping[str, str] | None] | None = None) -> Recorded:
-    """What the JVM's ``table`` records for ``group_id`` on ``branch`` (see :func:`recorded_in`).
-
-    ``helper``, tabletopic's ``SinkWriter`` class, reads each snapshot in one py4j call; ``head``, the
-    branch's head snapshot id (-1: none) and its summary if the caller read them already."""
-    view = _JavaTable(table) if helper is None else _HelpedJavaTable(table, helper, head)
-    return recorded_in(view, branch, group_id, max_walk)
+def read_recorded(table: Any, branch: str | None, group_id: str, max_walk: int = 10_000) -> Recorded:
+    """What the JVM's ``table`` records for ``group_id`` on ``branch`` (see :func:`recorded_in`)."""
+    return recorded_in(_JavaTable(table), branch, group_id, max_walk)
 
 
 def read_refreshed(table: Any, branch: str | None, group_id: str, helper: Any) -> tuple[int, Recorded]:
     """Refresh the JVM's ``table`` and read what it records, as :func:`read_recorded`: the head snapshot's
     id (-1: none) and what the table records. The refresh, the head and its summary take one py4j call
-    (``helper``, tabletopic's ``SinkWriter`` class), where they took three, for every table a round reads."""
+    (``helper``, tabletopic's ``SinkWriter`` class), where they took three, and each older snapshot one,
+    for every table a round reads."""
     head = json.loads(helper.refreshedHeadJson(table, branch))
     head_id = int(head["id"])
-    return head_id, read_recorded(table, branch, group_id, helper=helper, head=(head_id, head["summary"]))
+    return head_id, recorded_in(_HelpedJavaTable(table, helper, (head_id, head["summary"])), branch, group_id)
 
 
 def recorded_in(view: SnapshotView, branch: str | None, group_id: str, max_walk: int = 10_000) -> Recorded:

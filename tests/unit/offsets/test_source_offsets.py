@@ -135,18 +135,15 @@ class _Helper:
 
 
 def test_a_head_read_with_the_refresh_is_not_asked_again_and_the_walk_goes_on_past_it() -> None:
-    table = _Table([_Snapshot(1, None, _ours(10, 2)), _Snapshot(2, 1, _ours(20, 3)), _Snapshot(3, 2, {})], 3, PROPS)
+    older = [_Snapshot(1, None, _ours(10, 2)), _Snapshot(2, 1, _ours(20, 3))]
+    table = _Table([*older, _Snapshot(3, 2, {})], 3, PROPS)
     helper = _Helper()
-    recorded = read_recorded(table, None, GROUP, helper=helper, head=(3, {}))
-    assert (recorded.offsets, recorded.snapshot_id) == ({("t", 0): 20}, 2)
-    assert helper.calls == ["summary 2"]  # the head's summary came with it; its parent's did not
-
-    helper = _Helper()
-    recorded = read_recorded(table, None, GROUP, helper=helper, head=(2, _ours(20, 3)))
-    assert (recorded.offsets, helper.calls) == ({("t", 0): 20}, [])
-    assert read_recorded(_Table([], None, PROPS), None, GROUP, helper=_Helper(), head=(-1, None)).source == "none"
+    head, recorded = read_refreshed(_Table(older, 2, PROPS), None, GROUP, helper)
+    assert (head, recorded.offsets, helper.calls) == (2, {("t", 0): 20}, ["refreshed head"])
+    assert read_refreshed(_Table([], None, PROPS), None, GROUP, _Helper())[1].source == "none"
 
     helper = _Helper()
     head, recorded = read_refreshed(table, None, GROUP, helper)
     assert (head, recorded.offsets, recorded.snapshot_id) == (3, {("t", 0): 20}, 2)
+    # The head's summary came with the refresh; its parent's did not.
     assert helper.calls == ["refreshed head", "summary 2"]
