@@ -221,7 +221,9 @@ class ConnectorRuntime:
             await parts.task.stop()
             parts.sink.close()
             return self.exit_code
-        await parts.consumer.drain()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        await parts.consumer.drain(timeout_s / 3)
         try:
             if not final_commit:
                 raise _FinalCommitFailed("no final commit was asked for")
@@ -229,7 +231,8 @@ class ConnectorRuntime:
                 raise _FinalCommitFailed("the connector's commit protocol failed")
             if self._spark.jvm_exit() is not None:
                 raise _FinalCommitFailed("the Spark driver JVM is gone")
-            await asyncio.wait_for(self._final_round(parts, timeout_s * 0.9), timeout_s)
+            left = max(0.0, deadline - loop.time())
+            await asyncio.wait_for(self._final_round(parts, left * 0.9), left)
         except asyncio.TimeoutError:
             self.log.error("final commit did not finish in task.shutdown.graceful.timeout.ms; "
                            "uncommitted records will be re-read on restart")

@@ -138,10 +138,24 @@ class FaustConsumer:
                 self.log.info("new topics match topics.regex", topics=sorted(found))
                 self._subscribe(found)
 
-    async def drain(self) -> None:
-        """Stop handing records to the sink (the final round follows)."""
+    async def drain(self, wait_s: float) -> None:
+        """Stop handing records to the sink (the final round follows).
+
+        The fetch being ingested ends first, for at most ``wait_s``, so that its records are in the final
+        round: one may be waiting for its new table to be created. Past that its records are read again
+        after a restart, as any not committed.
+        """
         self._draining = True
         self._running.set()  # a paused agent wakes up, to skip what is left
+        try:
+            await asyncio.wait_for(self._ingested(), wait_s)
+        except asyncio.TimeoutError:
+            self.log.warning("the records being ingested did not reach the buffers before the final round; "
+                             "they are read again after a restart", waited_s=wait_s)
+
+    async def _ingested(self) -> None:
+        async with self._taking:
+            pass
 
     async def hold(self) -> None:
         """Pause: take no more fetches, once the one being ingested is done.
