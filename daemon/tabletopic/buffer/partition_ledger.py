@@ -59,12 +59,25 @@ class PartitionLedger:
     def recorded(self) -> dict[str, dict[TopicPartition, int]]:
         return {t: dict(o) for t, o in self._recorded.items()}
 
+    def knows(self, table: str) -> bool:
+        """Whether what ``table`` records is known, so :meth:`floors` reads nothing."""
+        return table in self._floors or table in self._recorded
+
+    def read_recorded(self, table: str) -> dict[TopicPartition, int]:
+        """What ``table`` records, read from its snapshots; touches no state, so a thread may call it."""
+        return dict(self._read_recorded(table))
+
+    def learn(self, table: str, recorded: dict[TopicPartition, int]) -> None:
+        """What :meth:`read_recorded` read in a thread; a table known meanwhile keeps what it knows."""
+        if table not in self._recorded:
+            self._recorded[table] = dict(recorded)
+            self._lowest = None
+
     def floors(self, table: str) -> dict[TopicPartition, int]:
         """The floors of ``table``'s buffered rows; a table first buffered takes what it records now."""
         if table not in self._floors:
             if table not in self._recorded:
-                self._recorded[table] = dict(self._read_recorded(table))
-                self._lowest = None
+                self.learn(table, self.read_recorded(table))
             self._floors[table] = dict(self._recorded[table])
         return self._floors[table]
 

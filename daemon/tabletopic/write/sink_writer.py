@@ -71,27 +71,43 @@ class SinkWriter:
     # -- ingest side (event loop, synchronous) ----------------------------------------------------
     async def open(self, changes: dict[str, list[SinkRecords]]) -> None:
         """Load or create, side by side and off the event loop, the tables ``changes`` go to that are not
-        loaded yet, so :meth:`prepare` finds them; as many at once as tables commit in parallel.
+        loaded yet, so :meth:`prepare` finds them, and read what each new one records, so
+        :meth:`buffer` does not; as many at once as tables commit in parallel.
 
-        A table that cannot be opened is left to :meth:`prepare`, which turns why into the records' failures.
+        A table that cannot be opened or read is left to :meth:`prepare` and :meth:`buffer`, which
+        turn why into the records' failures, or into a system failure.
         """
-        missing: list[tuple[str, SinkRecords]] = []
+        missing: list[tuple[str, SinkRecords | None, bool]] = []
         for table, records in changes.items():
             # As prepare: a table is created from its first rows that are not deletes.
             first = None if self._tables.loaded(table) else next(
                 (r for r in records if (r.op_array() == UPSERT).any()), None)
-            if first is not None:
-                missing.append((table, first))
+            unread = not self._ledger.knows(table)
+            if first is not None or unread:
+                missing.append((table, first, unread))
         if not missing:
             return
         limit = asyncio.Semaphore(self._open_parallelism)
 
-        async def one(table: str, records: SinkRecords) -> None:
-            async with limit:
-                with contextlib.suppress(TableError):
-                    await asyncio.to_thread(self._tables.get, table, records.value.schema)
+        def open_sync(table: str, first: SinkRecords | None, unread: bool) -> dict[TopicPartition, int] | None:
+            if first is not None:
+                try:
+                    self._tables.get(table, first.value.schema)
+                except TableError:
+                    return None
+            # A thousand new tables' reads, one py4j call each, held the event loop for seconds.
+            if unread and self._tables.loaded(table):
+                with contextlib.suppress(CatalogUnavailable, *JAVA_ERRORS):  # buffer reads it again, and fails
+                    return self._ledger.read_recorded(table)
+            return None
 
-        outcomes = await asyncio.gather(*(one(t, r) for t, r in missing), return_exceptions=True)
+        async def one(table: str, first: SinkRecords | None, unread: bool) -> None:
+            async with limit:
+                recorded = await asyncio.to_thread(open_sync, table, first, unread)
+            if recorded is not None:
+                self._ledger.learn(table, recorded)
+
+        outcomes = await asyncio.gather(*(one(*m) for m in missing), return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
@@ -297,10 +313,11 @@ class SinkWriter:
             if resets != self._resets:
                 # Dropped while writing (a revocation): claim nothing, the rows are read again.
                 return WriteResult({}, {}, {}, {}, {})
-            written: dict[str, TableFiles] = {}
+            # One hop to a thread for every table: a hop per table waited, each, for the event loop to
+            # come round again, and with a thousand partitions ingesting that starved the answer for a minute.
+            written = await asyncio.to_thread(self._encode_all, self._pending)
             written_floors: dict[str, dict[TopicPartition, int] | None] = {}
             for table, parts in self._pending.items():
-                written[table] = await asyncio.to_thread(self._encode, table, parts)
                 same = all(p.floors == parts[0].floors for p in parts)
                 written_floors[table] = dict(parts[0].floors) if same else None
             self._pending = {}
@@ -324,6 +341,9 @@ class SinkWriter:
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
+
+    def _encode_all(self, pending: dict[str, list[WrittenFiles]]) -> dict[str, TableFiles]:
+        return {table: self._encode(table, parts) for table, parts in pending.items()}
 
     def _encode(self, table: str, parts: list[WrittenFiles]) -> TableFiles:
         """Files as Iceberg's content-file JSON, the form they cross the control topic in."""

@@ -290,8 +290,15 @@ def test_new_tables_open_side_by_side_up_to_the_bound_and_a_failing_one_is_left_
     """What prepare would open, open takes first: not a loaded table, not one that only deletes keys
     (prepare does not create a table for those), each from its first rows that are not deletes."""
     tables = _Opening(loaded={"db.loaded"}, bad={"db.bad"})
+    reads: dict[str, bool] = {}  # table -> read on the event loop's thread
+
+    def read_recorded(table: str) -> dict[TopicPartition, int]:
+        reads[table] = threading.current_thread() is threading.main_thread()
+        return {TP0: 7} if table == "db.loaded" else {}
+
+    ledger = PartitionLedger(read_recorded)
     writer = SinkWriter(tables, _Files(), metrics(), flush_bytes=1024, case_insensitive=False,  # type: ignore[arg-type]
-                        ledger=PartitionLedger(lambda table: {}), open_parallelism=2)
+                        ledger=ledger, open_parallelism=2)
     deletes = _rows(TP0, 0, 2).with_ops(np.full(2, DELETE, dtype=np.int8))
     wide = pa.table({"id": pa.array([5], pa.int64()), "name": ["x"]})
     upsert = SinkRecords(TP0[0], TP0[1], wide, np.array([5]), np.array([5]), np.array([0]))
@@ -302,3 +309,9 @@ def test_new_tables_open_side_by_side_up_to_the_bound_and_a_failing_one_is_left_
     assert dict(tables.asked)["db.a"] == wide.schema  # created from its upserts, not its deletes' keys
     assert tables.most == 2
     assert "db.bad" not in tables.opened  # prepare asks again, and turns the error into the records' failures
+    # What each opened table records is read in the same threads; buffering them reads nothing more.
+    assert reads == {"db.a": False, "db.b": False, "db.loaded": False}
+    assert ledger.floors("db.loaded") == {TP0: 7} and ledger.floors("db.a") == {}
+    assert not ledger.knows("db.bad") and not ledger.knows("db.only-deletes")
+    run(writer.open(changes))
+    assert len(reads) == 3
