@@ -30,6 +30,7 @@ from tabletopic_plugins.converters.connect_schema import (
     finish,
     to_wire_python,
 )
+from tabletopic_plugins.converters.json_small_batch import MAX_RECORDS, read_small
 
 _SCHEMA_PREFIX = b'{"schema":'
 _PAYLOAD_SEP = b',"payload":'
@@ -59,7 +60,8 @@ class JsonConverter:
                                                        lengths=lines.lengths)}
         if not self.schemas_enable:
             if not rejected and lines.one_line_objects():
-                read = _read_lines(lines)
+                read = _read_few(data) if len(data) <= MAX_RECORDS else None
+                read = read if read is not None else _read_lines(lines)
                 if read is not None:
                     return read
             return guarded(data, rejected, _convert_schemaless)
@@ -260,6 +262,14 @@ def _read_lines(lines: Lines) -> ConvertResult | None:
     except (_Mangled, pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
     return ConvertResult.single(_promote_timestamps(table), np.arange(lines.count, dtype=np.int64))
+
+
+def _read_few(data: Sequence[bytes]) -> ConvertResult | None:
+    """A few one-line objects, without the fixed cost of Arrow's reader (see json_small_batch.py)."""
+    table = read_small(data)
+    if table is None:
+        return None
+    return ConvertResult.single(_promote_timestamps(table), np.arange(len(data), dtype=np.int64))
 
 
 def _one_line_object(value: bytes) -> bool:
