@@ -76,6 +76,30 @@ def test_tables_unused_for_the_idle_bound_are_released_and_loaded_again(spark: S
     now[0] = 90.0
     assert tables.release_idle() == ["idle.b"]
     assert sorted(tables.known()) == ["idle.a", "idle.b", "idle.c"]
+    # The JVM's map of loaded tables, for calls about many at once, follows: released ones leave it.
+    assert sorted(tables.java_tables().keySet()) == ["idle.a"]
+
+
+def test_an_answers_files_are_checked_against_their_tables_in_one_call(spark: SparkRuntime,
+                                                                       warehouse: Warehouse) -> None:
+    config = parse_connector({
+        "name": "t", "topics": "t", "iceberg.tables.auto-create-enabled": "true", "iceberg.tables": "check.a",
+        **warehouse.connector_props()}, WORKER)
+    tables = IcebergTables(spark, config)
+    a = tables.get("check.a", SAMPLE)
+    tables.get("check.b", SAMPLE)
+    tables.forget("check.b")
+    helper = spark.java_class("tabletopic.SinkWriter")
+    inside = {"spec-id": 0, "content": "DATA", "file-path": a.java.location() + "/data/x.parquet",
+              "file-format": "PARQUET", "partition": {}, "file-size-in-bytes": 10, "record-count": 1}
+    outside = {**inside, "file-path": "/etc/passwd"}
+
+    def check(files: dict[str, list[dict[str, object]]]) -> dict[str, object]:
+        return json.loads(helper.invalidFiles(tables.java_tables(), json.dumps(files)))
+
+    assert check({"check.a": [inside], "check.b": [outside]}) == {"invalid": None, "unchecked": ["check.b"]}
+    report = check({"check.a": [outside]})
+    assert "not under table" in str(report["invalid"]) and report["unchecked"] == []
 
 
 def test_threads_opening_tables_at_once_share_each_tables_one_handle(spark: SparkRuntime,

@@ -17,7 +17,6 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 import structlog
 
@@ -90,11 +89,22 @@ class TableCommits:
         return {t: dict(o) for t, o in self._clean.items()}
 
     def invalid_files(self, answer: Answer) -> str | None:
-        """Why an answer's files cannot be added to their tables, or None."""
-        for table, files in answer.tables.items():
+        """Why an answer's files cannot be added to their tables, or None.
+
+        The loaded tables are checked in one py4j call; a table released meanwhile is loaded and
+        checked on its own.
+        """
+        helper = self._tables.spark.java_class("tabletopic.SinkWriter")
+        try:
+            report = json.loads(helper.invalidFiles(self._tables.java_tables(),
+                                                    json.dumps({t: f.files for t, f in answer.tables.items()})))
+        except JAVA_ERRORS as exc:
+            return f"files cannot be read: {java_error_message(exc)}"
+        if report["invalid"] is not None:
+            return str(report["invalid"])
+        for table in report["unchecked"]:
             try:
-                self._tables.spark.java_class("tabletopic.SinkWriter").filesFromJson(self._tables.get(table).java,
-                                                                     json.dumps(files.files))
+                helper.filesFromJson(self._tables.get(table).java, json.dumps(answer.tables[table].files))
             except JAVA_ERRORS as exc:
                 return f"files for {table} cannot be read: {java_error_message(exc)}"
             except Exception as exc:  # the table cannot be loaded: a system failure, judged as one
@@ -202,13 +212,9 @@ class TableCommits:
                           epoch: int, scope: TableScope | None) -> CommitResult:
         try:
             handle = self._tables.get(table)
-            java_files: Any = None
-            if files is not None:
-                java_files = self._tables.spark.java_class("tabletopic.SinkWriter").filesFromJson(
-                    handle.java, json.dumps(files.files))
         except JAVA_ERRORS as exc:
-            raise CommitFailed(f"cannot load {table} or its files: {java_error_message(exc)}") from exc
-        return self._committer.commit(handle, java_files, positions, expected,
+            raise CommitFailed(f"cannot load {table}: {java_error_message(exc)}") from exc
+        return self._committer.commit(handle, files.files if files is not None else None, positions, expected,
                                       files.max_timestamp_ms if files else None, epoch, starts, scope)
 
     def _record(self, table: str, files: TableFiles | None, result: CommitResult, started: float) -> float:

@@ -91,7 +91,7 @@ class TableCommitter:
     def commit(
         self,
         handle: TableHandle,
-        files: Any | None,
+        files: list[dict[str, Any]] | None,
         positions: dict[TopicPartition, int],
         expected: dict[TopicPartition, int],
         max_timestamp_ms: int | None,
@@ -99,7 +99,9 @@ class TableCommitter:
         round_start: dict[TopicPartition, int] | None = None,
         scope: TableScope | None = None,
     ) -> CommitResult:
-        """Commit ``files`` (a Java list, or None for an offsets-only snapshot) with ``positions``.
+        """Commit ``files`` (Iceberg's content files as JSON, as answers carry them; None for an offsets-only
+        snapshot) with ``positions``. The JVM reads them in the commit's own call: with a table per topic,
+        one more py4j call a commit was a thousand more a round, each waiting for the interpreter's lock.
 
         ``expected`` holds what this sink believes the table records for the partitions in
         ``positions``; a partition absent from it must be absent from the table too.
@@ -111,7 +113,7 @@ class TableCommitter:
             positions = scope.offsets(positions)
         started = time.monotonic()
         writer = self._writer()
-        files = files if files is not None else self._empty_list()
+        files_json = json.dumps(files or [])
         commit_id = str(uuid.uuid4())
         for attempt in range(_VALIDATION_RETRIES + 1):
             table = handle.java
@@ -147,7 +149,7 @@ class TableCommitter:
                 props = {property_key(self._group_id, handle.branch): property_value(merged, epoch, starts)}
                 with self._positions(handle.name) as up_to_rows:
                     sought = up_to_rows > 0
-                    report = json.loads(writer.commitJson(table, handle.branch, files, json.dumps(summary), base,
+                    report = json.loads(writer.commitJson(table, handle.branch, files_json, json.dumps(summary), base,
                                                           json.dumps(props), up_to_rows,
                                                           self._snapshot_bound(handle.name)))
             except JAVA_ERRORS as exc:

@@ -9,6 +9,7 @@ for the commit round.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from tabletopic.write.upsert_batch import reduce_changes
 @dataclass
 class WrittenFiles:
     table: str
-    files: Any  # java.util.List<ContentFile>, kept in the JVM until the commit
+    files: list[dict[str, Any]]  # Iceberg's content files as JSON, as answers carry them
     file_count: int
     records: int
     max_timestamp_ms: int | None
@@ -107,7 +108,7 @@ class FileWriter:
         batch = self._spark.java_class("tabletopic.FileBatch")(str(uuid.uuid4()), self._write_props)
         shaped = [self._shaped(handle, drained) for handle, drained in items]
         parts: list[list[int | None]] = [[None, None] for _ in items]  # data part, delete part
-        # The Arrow files of the driver's parts are read in batch.write(), and removed after it.
+        # The Arrow files of the driver's parts are read in batch.writeJson(), and removed after it.
         with contextlib.ExitStack() as kept:
             try:
                 for (handle, _), (rows, keys), part in zip(items, shaped, parts, strict=True):
@@ -116,19 +117,17 @@ class FileWriter:
                     if keys is not None:
                         part[1] = self._add(batch, handle, keys, kept, deletes=True)
                 with self._timed("write"):
-                    files = batch.write()
+                    files: list[list[dict[str, Any]]] = json.loads(batch.writeJson())
             except BaseException:
                 with contextlib.suppress(Exception):  # a dead JVM holds nothing more; the first error tells why
                     batch.abandon()  # the broadcast tables of the parts added so far
                 raise
         seconds = time.monotonic() - started
-        writer = self._spark.java_class("tabletopic.SinkWriter")
         written = []
         for (handle, drained), (rows, keys), indexes in zip(items, shaped, parts, strict=True):
-            got = [files.get(i) for i in indexes if i is not None]
-            part = got[0] if len(got) == 1 else writer.concat(*got) if got else self.jvm.java.util.ArrayList()
+            part = [f for i in indexes if i is not None for f in files[i]]
             records = drained.records if keys is None else rows.num_rows if rows is not None else 0
-            written.append(WrittenFiles(handle.name, part, int(part.size()), records,
+            written.append(WrittenFiles(handle.name, part, len(part), records,
                                         drained.max_timestamp_ms, seconds,
                                         deletes=keys.num_rows if keys is not None else 0, floors=drained.floors))
         return written

@@ -140,6 +140,9 @@ class IcebergTables:
         # every table a Table Topic connector creates. It stays valid while this connector uses it.
         self._java_catalog: Any = None
         self._namespaces: set[str] = set()  # known to exist, so not asked again for each new table
+        # The loaded tables by name in the JVM too (a ConcurrentHashMap), for calls about many tables at
+        # once: handing a thousand tables to one py4j call takes a call each.
+        self._by_name: Any = None
         spark.register_catalog(config.catalog_name, config.catalog_props)
 
     def close(self) -> None:
@@ -249,13 +252,26 @@ class IcebergTables:
             raise CatalogUnavailable(f"cannot load table {name}: {java_error_message(exc)}") from exc
         return self._handle(name, java)
 
+    def java_tables(self) -> Any:
+        """The loaded tables as a Java ``Map<String, Table>``, kept in step with :meth:`get`'s cache."""
+        with self._lock:
+            if self._by_name is None:
+                self._by_name = self.jvm.java.util.concurrent.ConcurrentHashMap()
+            return self._by_name
+
     def _keep(self, handle: TableHandle) -> None:
         self._handles[handle.name] = handle
         self._handles.move_to_end(handle.name)
         self._used_at[handle.name] = self._clock()
         self._seen.add(handle.name)
+        self.java_tables().put(handle.name, handle.java)
         while len(self._handles) > self._config.tables_max_cached:
-            self._used_at.pop(self._handles.popitem(last=False)[0], None)
+            self._drop(self._handles.popitem(last=False)[0])
+
+    def _drop(self, name: str) -> None:
+        """A table no longer loaded (the caller holds the lock, and took it out of _handles)."""
+        self._used_at.pop(name, None)
+        self.java_tables().remove(name)
 
     def release_idle(self) -> list[str]:
         """Release the loaded tables not asked for in tabletopic.tables.idle-release-ms; their names.
@@ -271,7 +287,7 @@ class IcebergTables:
             # Least recently used first: the scan stops at the first table used since.
             while self._handles and self._used_at[next(iter(self._handles))] <= before:
                 name = self._handles.popitem(last=False)[0]
-                del self._used_at[name]
+                self._drop(name)
                 released.append(name)
         return released
 
@@ -296,8 +312,8 @@ class IcebergTables:
 
     def forget(self, name: str) -> None:
         with self._lock:
-            self._handles.pop(name, None)
-            self._used_at.pop(name, None)
+            if self._handles.pop(name, None) is not None:
+                self._drop(name)
             self._seen.discard(name)
 
     def _handle(self, name: str, java: Any) -> TableHandle:

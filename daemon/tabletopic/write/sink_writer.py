@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import Iterable
 
 import numpy as np
@@ -313,9 +312,7 @@ class SinkWriter:
             if resets != self._resets:
                 # Dropped while writing (a revocation): claim nothing, the rows are read again.
                 return WriteResult({}, {}, {}, {}, {})
-            # One hop to a thread for every table: a hop per table waited, each, for the event loop to
-            # come round again, and with a thousand partitions ingesting that starved the answer for a minute.
-            written = await asyncio.to_thread(self._encode_all, self._pending)
+            written = {table: self._merged(parts) for table, parts in self._pending.items()}
             written_floors: dict[str, dict[TopicPartition, int] | None] = {}
             for table, parts in self._pending.items():
                 same = all(p.floors == parts[0].floors for p in parts)
@@ -342,16 +339,12 @@ class SinkWriter:
             if isinstance(outcome, BaseException):
                 raise outcome
 
-    def _encode_all(self, pending: dict[str, list[WrittenFiles]]) -> dict[str, TableFiles]:
-        return {table: self._encode(table, parts) for table, parts in pending.items()}
-
-    def _encode(self, table: str, parts: list[WrittenFiles]) -> TableFiles:
-        """Files as Iceberg's content-file JSON, the form they cross the control topic in."""
-        handle, writer = self._tables.get(table), self._tables.spark.java_class("tabletopic.SinkWriter")
+    @staticmethod
+    def _merged(parts: list[WrittenFiles]) -> TableFiles:
+        """One table's files of this answer, early writes' included."""
         merged: TableFiles | None = None
         for part in parts:
-            files = TableFiles(json.loads(writer.filesToJson(handle.java, part.files)), part.records,
-                               part.max_timestamp_ms, part.written_at_ms)
+            files = TableFiles(part.files, part.records, part.max_timestamp_ms, part.written_at_ms)
             merged = files if merged is None else merged.merged(files)
         assert merged is not None
         return merged

@@ -17,7 +17,6 @@ from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.file_writer import WrittenFiles
 from tabletopic.write.iceberg_tables import TableError, TableHandle
 from tabletopic.write.sink_writer import SinkWriter, shares
-from tabletopic.write.write_result import TableFiles
 from tests.unit.fakes import TP0, metrics, run
 
 TABLE = "db.t"
@@ -41,7 +40,8 @@ class _Tables:
 def _written(drained: Drained) -> WrittenFiles:
     """One file of the drained rows, carrying the floors they were cut against (the same dict, as
     FileWriter passes it on)."""
-    return WrittenFiles(drained.table, None, 1, drained.records, drained.max_timestamp_ms, 0.0, floors=drained.floors)
+    return WrittenFiles(drained.table, [{"file-path": f"/wh/{drained.table}/{id(drained)}"}], 1, drained.records,
+                        drained.max_timestamp_ms, 0.0, floors=drained.floors)
 
 
 class _Files:
@@ -75,25 +75,20 @@ class _Barrier:
         return [_written(drained) for _, drained in items]
 
 
-class _Writer(SinkWriter):
-    def _encode(self, table: str, parts: list[WrittenFiles]) -> TableFiles:
-        return TableFiles([{"file-path": f"f{i}"} for i in range(len(parts))], sum(p.records for p in parts), None, 0)
-
-
 def _rows(tp: TopicPartition, first: int, end: int) -> SinkRecords:
     offsets = np.arange(first, end, dtype=np.int64)
     return SinkRecords(tp[0], tp[1], pa.table({"id": pa.array(offsets)}), offsets, offsets, offsets - first)
 
 
 def _sink(recorded: dict[str, dict[TopicPartition, int]], files: _Files | _Barrier,
-          parallelism: int = 1) -> tuple[_Writer, PartitionLedger]:
+          parallelism: int = 1) -> tuple[SinkWriter, PartitionLedger]:
     ledger = PartitionLedger(lambda table: recorded.get(table, {}))
-    writer = _Writer(_Tables(), files, metrics(), flush_bytes=1024, case_insensitive=False,  # type: ignore[arg-type]
+    writer = SinkWriter(_Tables(), files, metrics(), flush_bytes=1024, case_insensitive=False,  # type: ignore[arg-type]
                      ledger=ledger, parallelism=parallelism)
     return writer, ledger
 
 
-def _take(writer: _Writer, ledger: PartitionLedger, first: int, end: int) -> None:
+def _take(writer: SinkWriter, ledger: PartitionLedger, first: int, end: int) -> None:
     writer.buffer(TABLE, [_rows(TP0, first, end)])
     ledger.accept(TP0, first, end)
 

@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.io.StringWriter;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
@@ -238,22 +239,23 @@ public final class SinkWriter {
   }
 
   /**
-   * {@link #commit(Table, String, List, Map, long, Map, long, int)} with the summary and the table
-   * properties as JSON objects of strings: a Python dict crosses py4j one entry per call, a string
-   * in one. Answers, as a JSON object, what the caller reports of the commit: the new snapshot's
+   * {@link #commit(Table, String, List, Map, long, Map, long, int)} with the files as the content
+   * files' JSON array (see {@link #filesFromJson}), and the summary and the table properties as JSON
+   * objects of strings: a Python dict crosses py4j one entry per call, a string in one. Answers, as a JSON object, what the caller reports of the commit: the new snapshot's
    * {@code id} and {@code summary}, and the {@code files} and data {@code records} committed. Each
    * was one more py4j call a commit, and with a table per topic a round makes thousands.
    */
   public static String commitJson(
       Table table,
       String branch,
-      List<ContentFile<?>> files,
+      String filesJson,
       String summaryJson,
       long baseSnapshotId,
       String tablePropsJson,
       long positionsUpToRows,
       int maxSnapshots)
       throws IOException {
+    List<ContentFile<?>> files = filesFromJson(table, filesJson);
     long id =
         commit(
             table,
@@ -361,6 +363,37 @@ public final class SinkWriter {
       json.writeEndArray();
     }
     return out.toString();
+  }
+
+  /**
+   * Checks the files of an answer against their tables: {@code filesByTableJson} maps each table's
+   * name to what {@link #filesToJson} wrote for it, and {@code tables} holds tables by name. Answers,
+   * as a JSON object, why the first that cannot be read cannot ({@code invalid}, or null), and the
+   * tables {@code tables} did not hold ({@code unchecked}). One call for an answer's tables, where a
+   * call each took a thousand a round.
+   */
+  public static String invalidFiles(Map<String, Table> tables, String filesByTableJson) throws IOException {
+    JsonNode byTable = JsonUtil.mapper().readTree(filesByTableJson);
+    Iterator<Map.Entry<String, JsonNode>> entries = byTable.fields();
+    List<String> unchecked = new ArrayList<>();
+    String invalid = null;
+    while (entries.hasNext() && invalid == null) {
+      Map.Entry<String, JsonNode> entry = entries.next();
+      Table table = tables.get(entry.getKey());
+      if (table == null) {
+        unchecked.add(entry.getKey());
+        continue;
+      }
+      try {
+        filesFromJson(table, entry.getValue().toString());
+      } catch (RuntimeException | IOException e) {
+        invalid = "files for " + entry.getKey() + " cannot be read: " + e.getMessage();
+      }
+    }
+    Map<String, Object> report = new HashMap<>();
+    report.put("invalid", invalid);
+    report.put("unchecked", unchecked);
+    return JsonUtil.mapper().writeValueAsString(report);
   }
 
   /**
