@@ -37,6 +37,10 @@ from tabletopic.sink_task import SinkTask
 log = structlog.get_logger(__name__)
 _NEVER = 10**9  # Faust commit settings that, with acks off, keep Faust from committing at all
 _LAG_EVERY_S = 1.0
+# Partitions of one fetch ingested side by side at a time. The event loop runs every task that is
+# ready before it looks again, so a fetch of a thousand partitions, all at once, held each await of
+# the commit rounds for the whole fetch: an answer took seconds to be judged and committed.
+_PARTITIONS_AT_ONCE = 64
 
 
 class FaustConsumer:
@@ -203,13 +207,17 @@ class FaustConsumer:
 
     async def _ingest(self, generations: dict[TP, int], batches: dict[TP, list[Any]]) -> None:
         try:
-            # The partitions side by side: one that waits (for its new table, the dead-letter topic)
-            # lets the others go on. All of them end before the fetch is done; then the first error counts.
-            outcomes = await asyncio.gather(*(self._ingest_partition(tp, messages, generations.get(tp, STALE))
-                                              for tp, messages in batches.items()), return_exceptions=True)
-            for outcome in outcomes:
-                if isinstance(outcome, BaseException):
-                    raise outcome
+            # The partitions side by side, _PARTITIONS_AT_ONCE at a time: one that waits (for its new table,
+            # the dead-letter topic) lets the others go on. All of a group end before the next begins; then
+            # the group's first error counts, and the partitions after it are not taken.
+            items = list(batches.items())
+            for start in range(0, len(items), _PARTITIONS_AT_ONCE):
+                outcomes = await asyncio.gather(*(self._ingest_partition(tp, messages, generations.get(tp, STALE))
+                                                  for tp, messages in items[start:start + _PARTITIONS_AT_ONCE]),
+                                                return_exceptions=True)
+                for outcome in outcomes:
+                    if isinstance(outcome, BaseException):
+                        raise outcome
             if self.task.over_memory and not self._draining:
                 await self._relieve()
         except RecordFailed as exc:
