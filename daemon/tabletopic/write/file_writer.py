@@ -30,13 +30,16 @@ from tabletopic.write.upsert_batch import reduce_changes
 class WrittenFiles:
     table: str
     files: list[dict[str, Any]]  # Iceberg's content files as JSON, as answers carry them
-    file_count: int
     records: int
     max_timestamp_ms: int | None
     seconds: float
     deletes: int = 0
     floors: dict[tuple[str, int], int] = field(default_factory=dict)
     written_at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    @property
+    def file_count(self) -> int:
+        return len(self.files)
 
 
 class FileWriter:
@@ -127,7 +130,7 @@ class FileWriter:
         for (handle, drained), (rows, keys), indexes in zip(items, shaped, parts, strict=True):
             part = [f for i in indexes if i is not None for f in files[i]]
             records = drained.records if keys is None else rows.num_rows if rows is not None else 0
-            written.append(WrittenFiles(handle.name, part, len(part), records,
+            written.append(WrittenFiles(handle.name, part, records,
                                         drained.max_timestamp_ms, seconds,
                                         deletes=keys.num_rows if keys is not None else 0, floors=drained.floors))
         return written

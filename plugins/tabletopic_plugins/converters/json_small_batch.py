@@ -50,8 +50,7 @@ def read_small(payloads: Sequence[bytes]) -> pa.Table | None:
             if not isinstance(doc, dict):
                 return None
             for name, value in doc.items():
-                kind = _kind(value, top=True)
-                names[name] = _merge(names[name], kind) if name in names else kind
+                _widen(names, name, _kind(value, top=True))
         if not names:  # only empty objects: rows without columns, as the reader gives them
             return pa.table({"_": pa.nulls(len(docs))}).drop_columns(["_"])
         columns = [_stamps([doc.get(name) for doc in docs]) if kind == _STAMP else
@@ -121,12 +120,8 @@ def _kind(value: Any, top: bool = False) -> pa.DataType:
         for element in value:
             item = _merge(item, _kind(element))
         return pa.list_(item)
-    if isinstance(value, dict):
-        fields: dict[str, pa.DataType] = {}
-        for name, child in value.items():
-            kind = _kind(child)
-            fields[name] = _merge(fields[name], kind) if name in fields else kind
-        return pa.struct(list(fields.items()))
+    if isinstance(value, dict):  # its keys are distinct (see _object)
+        return pa.struct([(name, _kind(child)) for name, child in value.items()])
     raise _Unsure(type(value).__name__)
 
 
@@ -145,9 +140,14 @@ def _merge(a: pa.DataType, b: pa.DataType) -> pa.DataType:
     if pa.types.is_struct(a) and pa.types.is_struct(b):
         fields = {f.name: f.type for f in a}
         for f in b:
-            fields[f.name] = _merge(fields[f.name], f.type) if f.name in fields else f.type
+            _widen(fields, f.name, f.type)
         return pa.struct(list(fields.items()))
     raise _Unsure(f"{a} and {b}")  # the reader refuses the batch; it finds out which record
+
+
+def _widen(fields: dict[str, pa.DataType], name: str, kind: pa.DataType) -> None:
+    """Field ``name`` also holds a value of ``kind``; a new field goes last, as the reader orders them."""
+    fields[name] = _merge(fields[name], kind) if name in fields else kind
 
 
 def _maybe_timestamp(value: str) -> bool:

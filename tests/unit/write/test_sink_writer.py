@@ -40,7 +40,7 @@ class _Tables:
 def _written(drained: Drained) -> WrittenFiles:
     """One file of the drained rows, carrying the floors they were cut against (the same dict, as
     FileWriter passes it on)."""
-    return WrittenFiles(drained.table, [{"file-path": f"/wh/{drained.table}/{id(drained)}"}], 1, drained.records,
+    return WrittenFiles(drained.table, [{"file-path": f"/wh/{drained.table}/{id(drained)}"}], drained.records,
                         drained.max_timestamp_ms, 0.0, floors=drained.floors)
 
 

@@ -14,7 +14,6 @@ import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.iceberg.ContentFile;
-import org.apache.iceberg.ContentFileParser;
 import org.apache.iceberg.Schema;
 import org.apache.iceberg.SerializableTable;
 import org.apache.iceberg.Table;
@@ -207,7 +206,7 @@ public final class FileBatch {
 
   /**
    * {@link #write}, answering each part's files as a JSON array of Iceberg's content files (as {@link
-   * SinkWriter#filesToJson} writes them), all parts in one array: one py4j call for a round's tables.
+   * SinkWriter#writeFiles} writes them), all parts in one array: one py4j call for a round's tables.
    * Taking each part's list, its size and its JSON were three calls a table, and with a thousand
    * tables each waited for the Python interpreter's lock behind the event loop.
    */
@@ -217,12 +216,7 @@ public final class FileBatch {
     try (JsonGenerator json = JsonUtil.factory().createGenerator(out)) {
       json.writeStartArray();
       for (int i = 0; i < written.size(); i++) {
-        Table table = tables.get(i);
-        json.writeStartArray();
-        for (ContentFile<?> file : written.get(i)) {
-          ContentFileParser.toJson(file, table.specs().get(file.specId()), json);
-        }
-        json.writeEndArray();
+        SinkWriter.writeFiles(json, tables.get(i), written.get(i));
       }
       json.writeEndArray();
     }

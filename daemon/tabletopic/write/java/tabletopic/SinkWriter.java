@@ -1,7 +1,6 @@
 package tabletopic;
 
 import java.io.IOException;
-import java.io.StringWriter;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Iterator;
@@ -349,25 +348,21 @@ public final class SinkWriter {
   }
 
   /**
-   * Written files as a JSON array of Iceberg content files (the REST spec's {@code ContentFile}
+   * Writes {@code files} as a JSON array of Iceberg content files (the REST spec's {@code ContentFile}
    * form, written by Iceberg's own {@code ContentFileParser}), so a worker can hand them to a
    * coordinator over the control topic. Nothing Java-serialised ever crosses Kafka.
    */
-  public static String filesToJson(Table table, List<ContentFile<?>> files) throws IOException {
-    StringWriter out = new StringWriter();
-    try (JsonGenerator json = JsonUtil.factory().createGenerator(out)) {
-      json.writeStartArray();
-      for (ContentFile<?> file : files) {
-        ContentFileParser.toJson(file, table.specs().get(file.specId()), json);
-      }
-      json.writeEndArray();
+  static void writeFiles(JsonGenerator json, Table table, List<ContentFile<?>> files) throws IOException {
+    json.writeStartArray();
+    for (ContentFile<?> file : files) {
+      ContentFileParser.toJson(file, table.specs().get(file.specId()), json);
     }
-    return out.toString();
+    json.writeEndArray();
   }
 
   /**
    * Checks the files of an answer against their tables: {@code filesByTableJson} maps each table's
-   * name to what {@link #filesToJson} wrote for it, and {@code tables} holds tables by name. Answers,
+   * name to what {@link #writeFiles} wrote for it, and {@code tables} holds tables by name. Answers,
    * as a JSON object, why the first that cannot be read cannot ({@code invalid}, or null), and the
    * tables {@code tables} did not hold ({@code unchecked}). One call for an answer's tables, where a
    * call each took a thousand a round.
@@ -397,7 +392,7 @@ public final class SinkWriter {
   }
 
   /**
-   * Parses what {@link #filesToJson} wrote. Anyone who can write to the control topic can send
+   * Parses what {@link #writeFiles} wrote. Anyone who can write to the control topic can send
    * such a list, so each file must name one of the table's specs and live under the table's
    * location: a forged answer cannot make the table point at files elsewhere.
    */
