@@ -34,6 +34,8 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 TIMESTAMP_UTC = pa.timestamp("us", tz="UTC")
+# Past this, seconds * 10^6 plus any int32 nanos / 1000 leaves int64.
+MAX_TIMESTAMP_SECONDS = (2**63 - 1) // 1_000_000 - 3
 _EPOCH = datetime.date(1970, 1, 1)
 # Values of one field (or of one repeated field's items), in message order -> their Arrow array.
 Build = Callable[[list[Any]], pa.Array]
@@ -92,14 +94,14 @@ def _message(descriptor: Descriptor, path: tuple[str, ...], top: bool = False) -
     oneofs_done: set[str] = set()
     for f in descriptor.fields:
         oneof = f.containing_oneof
-        if oneof is not None and not _synthetic(oneof):
+        if oneof is not None and not is_synthetic(oneof):
             if oneof.name in oneofs_done:
                 continue
             oneofs_done.add(oneof.name)
             kind, build = _oneof(oneof, path)
         else:
             kind, build = _field(f, path)
-        fields.append(pa.field(f.name if oneof is None or _synthetic(oneof) else oneof.name, kind, nullable=True))
+        fields.append(pa.field(f.name if oneof is None or is_synthetic(oneof) else oneof.name, kind, nullable=True))
         builders.append(build)
     struct = pa.struct(fields)
 
@@ -114,7 +116,7 @@ def _message(descriptor: Descriptor, path: tuple[str, ...], top: bool = False) -
 def _field(f: FieldDescriptor, path: tuple[str, ...]) -> tuple[pa.DataType, Build]:
     """A field of a message: messages -> the field's column."""
     get = attrgetter(f.name)
-    if _is_map(f):
+    if is_map(f):
         key_t, key_build = _value(f.message_type.fields_by_name["key"], path)
         value_t, value_build = _value(f.message_type.fields_by_name["value"], path)
 
@@ -181,7 +183,11 @@ def _well_known(name: str) -> tuple[pa.DataType, Build] | None:
         def timestamps(values: list[Any]) -> pa.Array:
             seconds = np.fromiter((v.seconds for v in values), dtype=np.int64, count=len(values))
             nanos = np.fromiter((v.nanos for v in values), dtype=np.int64, count=len(values))
-            return pa.array(seconds * 1_000_000 + nanos // 1000, TIMESTAMP_UTC)
+            if (np.abs(seconds) > MAX_TIMESTAMP_SECONDS).any():
+                raise OverflowError(f"a Timestamp more than {MAX_TIMESTAMP_SECONDS} seconds from 1970 has no "
+                                    "microsecond timestamp")
+            # Truncated toward zero, as Java's division truncates a nanos field out of its range.
+            return pa.array(seconds * 1_000_000 + np.sign(nanos) * (np.abs(nanos) // 1000), TIMESTAMP_UTC)
         return TIMESTAMP_UTC, timestamps
     if name == "google.type.Date":
         return pa.date32(), lambda values: pa.array(
@@ -210,10 +216,10 @@ def _null_where(values: pa.Array, missing: np.ndarray) -> pa.Array:
     return pc.if_else(pa.array(missing), pa.nulls(len(values), values.type), values)
 
 
-def _synthetic(oneof: Any) -> bool:
+def is_synthetic(oneof: Any) -> bool:
     """A proto3 ``optional`` is a oneof of one field that the compiler made; it is not a oneof to the user."""
     return len(oneof.fields) == 1 and oneof.fields[0].has_presence and oneof.name == f"_{oneof.fields[0].name}"
 
 
-def _is_map(f: FieldDescriptor) -> bool:
+def is_map(f: FieldDescriptor) -> bool:
     return f.type == FieldDescriptor.TYPE_MESSAGE and f.message_type.GetOptions().map_entry

@@ -77,3 +77,16 @@ def test_a_recursive_message_is_refused_by_name() -> None:
     cls = _cls('syntax = "proto3";\nmessage Node { string v = 1; Node next = 2; }\n', "Node")
     with pytest.raises(UnsupportedProtobuf, match="Node contains itself"):
         message_shape(cls.DESCRIPTOR)
+
+
+def test_a_timestamp_truncates_its_nanos_toward_zero_and_one_past_microseconds_is_refused() -> None:
+    cls = _cls(PROTO, "t.M")
+    before, after, far = cls(), cls(), cls()
+    before.at.seconds, before.at.nanos = -5, -1500  # out of range nanos: Java's division truncates them
+    after.at.seconds, after.at.nanos = 5, 1999
+    far.at.seconds = 2**62
+    shape = message_shape(cls.DESCRIPTOR)
+    micros = shape.table([before, after]).column("at").cast(pa.int64()).to_pylist()
+    assert micros == [-5_000_001, 5_000_001]
+    with pytest.raises(OverflowError, match="no microsecond timestamp"):
+        shape.table([far])
