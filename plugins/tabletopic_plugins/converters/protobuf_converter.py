@@ -6,7 +6,10 @@ level; a single 0 byte stands for ``[0]``, the first message), then the Protobuf
 body.  A batch is grouped by (schema id, message); each group's message class is
 built once from the registry's descriptor, its bodies are parsed by the protobuf
 runtime, and its rows become one Arrow table, so each schema version reaches the
-table as its own part and drives schema evolution, as Avro does.
+table as its own part and drives schema evolution, as Avro does. A group's bodies are
+read straight into Arrow in native code where that gives the same rows
+(``protobuf_wire_decode``); the runtime's parse is the path for the rest, and for a group
+with a body that does not parse, so that the bad record fails alone.
 
 With ``use.latest.version=true`` (AutoMQ's ``by_latest_schema``), a value without the
 header is a bare Protobuf body (one never starts with a 0 byte: field number 0 does not
@@ -33,17 +36,20 @@ from google.protobuf.message import DecodeError
 from tabletopic.convert.converter import ConvertResult, Failure, tabulate_isolating
 from tabletopic.registry.protobuf_schema import InvalidProtobuf, ProtobufSchema, messages_in_order, parse
 from tabletopic_plugins.converters.protobuf_arrow import MessageShape, UnsupportedProtobuf, message_shape
+from tabletopic_plugins.converters.protobuf_wire_decode import WireDecoder, wire_decoder
 from tabletopic_plugins.converters.registry_client import FetchedSchema, RegistryClient, SchemaNotFound
 
 _MAGIC = 0
 _ID = struct.Struct(">I")
 _MAX_DEPTH = 32
+_SHORT_HEADER = 6
 
 
 @dataclass
 class _Compiled:
     message: Any  # the generated message class
     shape: MessageShape
+    wire: WireDecoder | None  # None: the type is read in Python only
 
 
 class ProtobufConverter:
@@ -66,8 +72,15 @@ class ProtobufConverter:
 
     def convert(self, topic: str, data: Sequence[bytes]) -> ConvertResult:
         groups: dict[tuple[int, tuple[int, ...]], list[tuple[int, int]]] = {}  # -> (index, body offset)
+        # The usual header, magic byte, id and a 0 for the first message, is six bytes: a header
+        # seen once in the batch is looked up by them rather than parsed again.
+        short: dict[bytes, list[tuple[int, int]]] = {}
         result = ConvertResult()
         for i, value in enumerate(data):
+            members = short.get(value[:_SHORT_HEADER])
+            if members is not None:
+                members.append((i, _SHORT_HEADER))
+                continue
             if self._use_latest and value[:1] != b"\x00":
                 latest = self._latest_for(topic)
                 if isinstance(latest, str):
@@ -80,7 +93,10 @@ class ProtobufConverter:
                 result.failures.append(Failure(i, header))
                 continue
             schema_id, indexes, offset = header
-            groups.setdefault((schema_id, indexes), []).append((i, offset))
+            members = groups.setdefault((schema_id, indexes), [])
+            members.append((i, offset))
+            if offset == _SHORT_HEADER:
+                short[value[:_SHORT_HEADER]] = members
         for key, members in groups.items():
             compiled = self._compile(*key)
             if isinstance(compiled, str):
@@ -116,6 +132,11 @@ class ProtobufConverter:
 
     def _decode(self, compiled: _Compiled, schema_id: int, data: Sequence[bytes], members: list[tuple[int, int]],
                 result: ConvertResult) -> None:
+        if compiled.wire is not None:
+            table = compiled.wire.table([data[i][offset:] for i, offset in members])
+            if table is not None:
+                result.parts.extend(ConvertResult.single(table, [i for i, _ in members]).parts)
+                return
         parse_body = compiled.message.FromString
         messages: list[Any] = []
         kept: list[int] = []
@@ -139,7 +160,9 @@ class ProtobufConverter:
             else:
                 try:
                     descriptor = _message_at(schema, indexes)
-                    found = _Compiled(message_factory.GetMessageClass(descriptor), message_shape(descriptor))
+                    shape = message_shape(descriptor)
+                    found = _Compiled(message_factory.GetMessageClass(descriptor), shape,
+                                      wire_decoder(descriptor, shape.schema))
                 except (UnsupportedProtobuf, IndexError, KeyError, TypeError) as exc:
                     found = f"schema id {schema_id}, message {list(indexes)}: {exc}"
             self._compiled[key] = found
