@@ -14,6 +14,7 @@ cannot be reached stops the connector instead (see ``registry_client``).
 from __future__ import annotations
 
 import io
+import itertools
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -48,13 +49,17 @@ class AvroConverter:
 
     def convert(self, topic: str, data: Sequence[bytes]) -> ConvertResult:
         groups: dict[int, list[int]] = {}
+        by_header: dict[bytes, list[int]] = {}  # a header seen in the batch: its group, not parsed again
         result = ConvertResult()
         for i, value in enumerate(data):
-            if len(value) < _HEADER or value[0] != _MAGIC:
-                result.failures.append(Failure(i, "not in the Schema Registry wire format (no magic byte 0 and "
-                                                  "schema id); was it written with an Avro serializer?"))
-                continue
-            groups.setdefault(_ID.unpack_from(value, 1)[0], []).append(i)
+            members = by_header.get(value[:_HEADER])
+            if members is None:
+                if len(value) < _HEADER or value[0] != _MAGIC:
+                    result.failures.append(Failure(i, "not in the Schema Registry wire format (no magic byte 0 "
+                                                      "and schema id); was it written with an Avro serializer?"))
+                    continue
+                members = by_header[value[:_HEADER]] = groups.setdefault(_ID.unpack_from(value, 1)[0], [])
+            members.append(i)
         for schema_id, indexes in groups.items():
             compiled = self._compile(schema_id)
             if isinstance(compiled, str):
@@ -70,22 +75,22 @@ class AvroConverter:
         # catches a body that decodes but is too short or too long.
         bodies = [memoryview(data[i])[_HEADER:] for i in indexes]
         buffer = io.BytesIO(b"".join(bodies))
-        reader, parsed, fix = fastavro.schemaless_reader, compiled.parsed, compiled.shape.fix
+        read, tell, parsed, fix = fastavro.schemaless_reader, buffer.tell, compiled.parsed, compiled.shape.fix
         rows: list[Any] = []
         kept: list[int] = []
-        end = 0
-        for i, body in zip(indexes, bodies, strict=True):
-            start, end = end, end + len(body)
+        for i, end in zip(indexes, itertools.accumulate(map(len, bodies)), strict=True):
             try:
-                row = reader(buffer, parsed, None)
-                if buffer.tell() != end:
-                    raise ValueError(f"the record is {len(body)} bytes but its schema read {buffer.tell() - start}")
-                rows.append(fix(row) if fix is not None else row)
-                kept.append(i)
+                row = read(buffer, parsed, None)
+                if tell() != end:
+                    size = len(data[i]) - _HEADER
+                    raise ValueError(f"the record is {size} bytes but its schema read {tell() - end + size}")
+                rows.append(row if fix is None else fix(row))
             except Exception as exc:  # fastavro raises many types for a corrupt body
                 result.failures.append(Failure(i, f"Avro body does not decode with schema id {schema_id}: "
                                                   f"{type(exc).__name__}: {exc}"))
-            buffer.seek(end)
+                buffer.seek(end)
+                continue
+            kept.append(i)
         if rows:
             shape = compiled.shape
             tabulate_isolating(lambda items: shape.finish(pa.Table.from_pylist(items, schema=shape.wire)), rows, kept,

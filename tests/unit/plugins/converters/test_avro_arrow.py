@@ -14,6 +14,8 @@ import uuid
 
 import fastavro
 import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tabletopic_plugins.converters.avro_converter import AvroConverter
 from tabletopic_plugins.converters.registry_client import FetchedSchema, SchemaNotFound
@@ -79,3 +81,60 @@ def test_a_record_that_is_not_in_the_wire_format_or_names_an_unknown_schema_fail
     reasons = {f.index: f.reason for f in failures}
     assert set(reasons) == {0, 2, 3}
     assert "magic byte" in reasons[0] and "not in the Schema Registry" in reasons[2]
+
+
+_DECIMALS = {"type": "record", "name": "D", "fields": [
+    {"name": "wide", "type": {"type": "bytes", "logicalType": "decimal", "precision": 38, "scale": 4}},
+    {"name": "fixed", "type": {"type": "fixed", "name": "F", "size": 9, "logicalType": "decimal", "precision": 20,
+                               "scale": 0}},
+    {"name": "maybe", "type": ["null", {"type": "bytes", "logicalType": "decimal", "precision": 6, "scale": 2}]},
+    {"name": "many", "type": {"type": "array", "items": {"type": "bytes", "logicalType": "decimal", "precision": 9,
+                                                         "scale": 3}}},
+]}
+
+
+def _decimal(precision: int, scale: int) -> st.SearchStrategy[decimal.Decimal]:
+    bound = 10**precision - 1
+    return st.integers(-bound, bound).map(lambda unscaled: decimal.Decimal(unscaled).scaleb(-scale))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.fixed_dictionaries({
+    "wide": _decimal(38, 4), "fixed": _decimal(20, 0), "maybe": st.none() | _decimal(6, 2),
+    "many": st.lists(_decimal(9, 3), max_size=3)}), min_size=1, max_size=6))
+def test_decimals_read_as_bytes_and_finished_by_column_equal_what_was_written(records: list[dict]) -> None:
+    """fastavro returns a decimal's bytes, and the converter turns a column of them into decimals
+    at once: every width, sign, null and nesting gives back the value written."""
+    table, failures = _convert_with(_DECIMALS, [_framed_with(_DECIMALS, r) for r in records])
+    assert failures == []
+    assert table.to_pylist() == records
+
+
+def test_a_decimal_past_its_precision_fails_its_record_alone() -> None:
+    schema = {"type": "record", "name": "P", "fields": [
+        {"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 0}}]}
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, fastavro.parse_schema({**schema, "fields": [{"name": "d", "type": "bytes"}]}),
+                               {"d": (123_456).to_bytes(3, "big", signed=True)})  # 6 digits where 4 fit
+    past = b"\x00" + struct.pack(">I", SCHEMA_ID) + body.getvalue()
+    fits = _framed_with(schema, {"d": decimal.Decimal(-9999)})
+    table, failures = _convert_with(schema, [fits, past, fits])
+    assert [f.index for f in failures] == [1] and table.column("d").to_pylist() == [-9999, -9999]
+
+
+def _framed_with(schema: dict, record: dict) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+    return b"\x00" + struct.pack(">I", SCHEMA_ID) + out.getvalue()
+
+
+def _convert_with(schema: dict, values: list[bytes]) -> tuple[pa.Table, list]:
+    class Registry:
+        def by_id(self, schema_id: int, schema_type: str = "AVRO") -> FetchedSchema:
+            return FetchedSchema(schema_id, schema, ())
+
+    converter = AvroConverter()
+    converter.client = Registry()  # type: ignore[assignment]
+    result = converter.convert("t", values)
+    tables = [p.table for p in result.parts]
+    return (pa.concat_tables(tables) if tables else pa.table({})), result.failures
