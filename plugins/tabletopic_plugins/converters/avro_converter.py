@@ -26,6 +26,7 @@ import pyarrow as pa
 from tabletopic.convert.converter import ConvertResult, Failure, tabulate_isolating
 from tabletopic.registry.avro_schema import InvalidSchema, resolve
 from tabletopic_plugins.converters.avro_arrow import RecordShape, raw_schema, record_shape
+from tabletopic_plugins.converters.avro_batch_decode import BatchDecoder, batch_decoder
 from tabletopic_plugins.converters.registry_client import FetchedSchema, RegistryClient, SchemaNotFound
 
 _MAGIC = 0
@@ -37,6 +38,7 @@ _ID = struct.Struct(">I")
 class _Compiled:
     parsed: Any  # fastavro's parsed schema, without the logical types Arrow applies
     shape: RecordShape
+    batch: BatchDecoder | None  # None: fastavro reads every record
 
 
 class AvroConverter:
@@ -73,6 +75,11 @@ class AvroConverter:
                 result: ConvertResult) -> None:
         # One buffer for the whole group: a record's end must be where the next begins, which also
         # catches a body that decodes but is too short or too long.
+        if compiled.batch is not None:
+            table = self._batch(compiled, data if len(indexes) == len(data) else [data[i] for i in indexes])
+            if table is not None:
+                result.parts.extend(ConvertResult.single(table, indexes).parts)
+                return
         bodies = [memoryview(data[i])[_HEADER:] for i in indexes]
         buffer = io.BytesIO(b"".join(bodies))
         read, tell, parsed, fix = fastavro.schemaless_reader, buffer.tell, compiled.parsed, compiled.shape.fix
@@ -96,6 +103,19 @@ class AvroConverter:
             tabulate_isolating(lambda items: shape.finish(pa.Table.from_pylist(items, schema=shape.wire)), rows, kept,
                                f"schema id {schema_id}", result)
 
+    @staticmethod
+    def _batch(compiled: _Compiled, values: Sequence[bytes]) -> pa.Table | None:
+        """The values' bodies decoded a field at a time, or None: fastavro then decodes them a record at a
+        time, and the records it cannot decode, or whose values Arrow refuses, fail alone."""
+        assert compiled.batch is not None
+        wire = compiled.batch.table(values, _HEADER)
+        if wire is None:
+            return None
+        try:
+            return compiled.shape.finish(wire)
+        except (pa.ArrowException, ValueError, OverflowError, TypeError):
+            return None
+
     def _compile(self, schema_id: int) -> _Compiled | str:
         found = self._compiled.get(schema_id)
         if found is None:
@@ -107,7 +127,9 @@ class AvroConverter:
                 self._references(fetched, named, known, depth=0)
                 schema = resolve(fetched.schema, known)
                 parsed = fastavro.parse_schema(raw_schema(fetched.schema), named_schemas=named)
-                found = _Compiled(parsed, record_shape(schema))
+                shape = record_shape(schema)
+                found = _Compiled(parsed, shape, batch_decoder(parsed, shape.wire)
+                                  if shape.record and shape.fix is None else None)
             except SchemaNotFound as exc:
                 found = f"schema id {schema_id} is not in the Schema Registry ({exc})"
             except (InvalidSchema, fastavro.schema.SchemaParseException, KeyError, TypeError, ValueError) as exc:
