@@ -9,13 +9,14 @@ byte position at a time over the records still reading it, a string is gathered 
 records' positions, a double is eight bytes viewed as one. The columns come out in the ``wire``
 types of ``avro_arrow`` (logical types as their integers or bytes), for its ``finish``.
 
-It reads records, enums, fixed, the primitive types and unions of null with one of them. A
-schema with an array, a map, a union of several types or a logical type fastavro would still
-convert is left to fastavro (``batch_decoder`` returns None). A batch is given back (``table``
+It reads records, enums, fixed, the primitive types, arrays, maps and unions of null with one of
+them. A schema with a union of several types or a logical type fastavro would still convert is
+left to fastavro (``batch_decoder`` returns None). A batch is given back (``table``
 returns None) whenever a record does not end where its body ends, a varint runs past ten bytes
 or 64 bits, an int does not fit 32 bits, a boolean is neither 0 nor 1, a length is negative or
-runs past its body, a union or enum index is out of range, or a string is not UTF-8: fastavro
-then decodes the batch a record at a time and fails the bad records alone.
+runs past its body, a union or enum index is out of range, a string is not UTF-8, a block holds
+more than 256 items or a map a key twice: fastavro then decodes the batch a record at a time and
+fails the bad records alone.
 """
 
 from __future__ import annotations
@@ -138,6 +139,12 @@ def _step(decoder: BatchDecoder, node: Any, named: dict[str, Any], wire: pa.Data
         return _record(children, wire)
     if kind == "enum":
         return _enum(decoder, list(node["symbols"]))
+    if kind == "array":
+        item_wire = wire.value_type
+        return _array(decoder, _step(decoder, node["items"], named, item_wire), item_wire, wire)
+    if kind == "map":
+        value_wire = wire.item_type
+        return _map(decoder, _step(decoder, node["values"], named, value_wire), value_wire, wire)
     if kind == "fixed":
         size = int(node["size"])
 
@@ -233,6 +240,80 @@ def _enum(decoder: BatchDecoder, symbols: list[str]) -> Step:
         if len(indexes) and (indexes.min() < 0 or indexes.max() >= len(symbols)):
             raise _Refused("an enum index out of range")
         return names.take(pa.array(indexes)), after
+    return step
+
+
+_MAX_ITEMS = 256  # items in one block: past this, a numpy step per item costs more than fastavro's loop
+Items = Callable[[np.ndarray, np.ndarray], tuple[list[pa.Array], np.ndarray, np.ndarray]]
+
+
+def _blocks(decoder: BatchDecoder, items: list[tuple[Step, pa.DataType]]) -> Items:
+    """Avro's blocks of items (an array's, or a map's keys and values): for the records at ``positions``,
+    each part of every item in record order, each record's item count, and the positions after the
+    blocks. Items are read one index at a time over the records that still have that many."""
+
+    def read(positions: np.ndarray, ends: np.ndarray) -> tuple[list[pa.Array], np.ndarray, np.ndarray]:
+        after = positions.copy()
+        counts = np.zeros(len(positions), dtype=np.int64)
+        pieces: list[list[pa.Array]] = [[] for _ in items]
+        rows: list[np.ndarray] = []
+        sequence: list[np.ndarray] = []
+        reading = np.arange(len(positions))
+        while len(reading):
+            count, after[reading] = decoder.varint(after[reading], ends[reading])
+            sized = count < 0
+            if sized.any():  # a negative count: that many items, after the block's size in bytes
+                sizes, after[reading[sized]] = decoder.varint(after[reading[sized]], ends[reading[sized]])
+                if (sizes < 0).any():
+                    raise _Refused("a negative block size")
+                count = np.abs(count)
+            if (count < 0).any() or (count > _MAX_ITEMS).any():
+                raise _Refused(f"a block of more than {_MAX_ITEMS} items")
+            reading, count = reading[count > 0], count[count > 0]
+            current, left = reading, count
+            while len(current):
+                for part, (step, _) in zip(pieces, items, strict=True):
+                    values, after[current] = step(after[current], ends[current])
+                    part.append(values)
+                rows.append(current)
+                sequence.append(counts[current].copy())
+                counts[current] += 1
+                left = left - 1
+                current, left = current[left > 0], left[left > 0]
+        if not rows:
+            return [pa.array([], kind) for _, kind in items], counts, after
+        order = pa.array(np.lexsort((np.concatenate(sequence), np.concatenate(rows))))
+        return [pa.concat_arrays(part).take(order) for part in pieces], counts, after
+
+    return read
+
+
+def _offsets(counts: np.ndarray) -> pa.Array:
+    offsets = np.zeros(len(counts) + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    return pa.array(offsets, pa.int32())
+
+
+def _array(decoder: BatchDecoder, item: Step, item_wire: pa.DataType, wire: pa.DataType) -> Step:
+    read = _blocks(decoder, [(item, item_wire)])
+
+    def step(positions: np.ndarray, ends: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+        (values,), counts, after = read(positions, ends)
+        return pa.ListArray.from_arrays(_offsets(counts), values, type=wire), after
+    return step
+
+
+def _map(decoder: BatchDecoder, value: Step, value_wire: pa.DataType, wire: pa.DataType) -> Step:
+    read = _blocks(decoder, [(_blob(pa.string())(decoder), pa.string()), (value, value_wire)])
+
+    def step(positions: np.ndarray, ends: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+        (keys, values), counts, after = read(positions, ends)
+        if (counts > 1).any():
+            # fastavro's dict keeps one entry a key, where the batch holds every entry.
+            pairs = pa.table({"row": np.repeat(np.arange(len(counts)), counts), "key": keys})
+            if pairs.group_by(["row", "key"]).aggregate([]).num_rows != len(keys):
+                raise _Refused("a map key written twice")
+        return pa.MapArray.from_arrays(_offsets(counts), keys, values, type=wire), after
     return step
 
 
