@@ -73,13 +73,13 @@ class AvroConverter:
 
     def _decode(self, compiled: _Compiled, schema_id: int, data: Sequence[bytes], indexes: list[int],
                 result: ConvertResult) -> None:
-        # One buffer for the whole group: a record's end must be where the next begins, which also
-        # catches a body that decodes but is too short or too long.
         if compiled.batch is not None:
             table = self._batch(compiled, data if len(indexes) == len(data) else [data[i] for i in indexes])
             if table is not None:
                 result.parts.extend(ConvertResult.single(table, indexes).parts)
                 return
+        # One buffer for the whole group: a record's end must be where the next begins, which also
+        # catches a body that decodes but is too short or too long.
         bodies = [memoryview(data[i])[_HEADER:] for i in indexes]
         buffer = io.BytesIO(b"".join(bodies))
         read, tell, parsed, fix = fastavro.schemaless_reader, buffer.tell, compiled.parsed, compiled.shape.fix
