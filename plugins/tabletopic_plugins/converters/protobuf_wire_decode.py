@@ -104,7 +104,7 @@ def wire_decoder(descriptor: Descriptor, schema: pa.Schema) -> WireDecoder | Non
     try:
         columns = _message(descriptor)
         handler = HandlerPool([descriptor.file], config=_CONFIG).get_for_message(descriptor)
-    except (_PythonOnly, ValueError, TypeError, RuntimeError):
+    except Exception:  # _PythonOnly, or a descriptor ptars cannot take: the Python path reads it
         return None
     except BaseException as exc:
         if _is_panic(exc):
