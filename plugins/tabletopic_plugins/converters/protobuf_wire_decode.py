@@ -41,6 +41,7 @@ import pyarrow.compute as pc
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from ptars import HandlerPool, PtarsConfig
 
+from tabletopic_plugins.converters.map_keys import repeats_a_key
 from tabletopic_plugins.converters.protobuf_arrow import MAX_TIMESTAMP_SECONDS, is_map, is_synthetic
 
 # What protobuf_arrow maps: Timestamp to microseconds in UTC, an enum to its name.
@@ -135,7 +136,8 @@ def _field(f: FieldDescriptor) -> Shape:
         value = _value(f.message_type.fields_by_name["value"])
 
         def shape_map(column: pa.Array) -> pa.Array:
-            _refuse_repeated_keys(column)
+            if repeats_a_key(np.diff(column.offsets.to_numpy()), column.keys):
+                raise _Diverges("one map key twice")
             return pa.MapArray.from_arrays(column.offsets, key(column.keys), value(column.items))
 
         return shape_map
@@ -184,19 +186,6 @@ def _oneof(members: list[tuple[str, Shape]]) -> Callable[[Callable[[str], pa.Arr
         return pa.StructArray.from_arrays(children, names=names, mask=pa.array(unset) if unset.any() else None)
 
     return shape_oneof
-
-
-def _refuse_repeated_keys(column: pa.MapArray) -> None:
-    offsets = column.offsets.to_numpy()
-    lengths = np.diff(offsets)
-    several = lengths > 1
-    if not several.any():
-        return
-    # Not pc.list_parent_indices: on a map array it aborts the process (pyarrow 26).
-    rows = np.repeat(np.arange(len(lengths)), lengths)
-    pairs = pa.table({"row": rows, "key": column.keys}).filter(np.repeat(several, lengths))
-    if pairs.group_by(["row", "key"]).aggregate([]).num_rows != pairs.num_rows:
-        raise _Diverges("one map key twice")
 
 
 def _refuse_far_times(column: pa.Array) -> pa.Array:
