@@ -91,17 +91,9 @@ def _message(descriptor: Descriptor, path: tuple[str, ...], top: bool = False) -
         path = (*path, name)
     fields: list[pa.Field] = []
     builders: list[Build] = []
-    oneofs_done: set[str] = set()
-    for f in descriptor.fields:
-        oneof = f.containing_oneof
-        if oneof is not None and not is_synthetic(oneof):
-            if oneof.name in oneofs_done:
-                continue
-            oneofs_done.add(oneof.name)
-            kind, build = _oneof(oneof, path)
-        else:
-            kind, build = _field(f, path)
-        fields.append(pa.field(f.name if oneof is None or is_synthetic(oneof) else oneof.name, kind, nullable=True))
+    for column, f, oneof in message_columns(descriptor):
+        kind, build = _oneof(oneof, path) if oneof is not None else _field(f, path)
+        fields.append(pa.field(column, kind, nullable=True))
         builders.append(build)
     struct = pa.struct(fields)
 
@@ -216,7 +208,22 @@ def _null_where(values: pa.Array, missing: np.ndarray) -> pa.Array:
     return pc.if_else(pa.array(missing), pa.nulls(len(values), values.type), values)
 
 
-def is_synthetic(oneof: Any) -> bool:
+def message_columns(descriptor: Descriptor) -> list[tuple[str, Any, Any]]:
+    """A message's columns in order, each (name, field, None) or, for a oneof, (its name, None, oneof)
+    where its first member is."""
+    columns: list[tuple[str, Any, Any]] = []
+    oneofs_done: set[str] = set()
+    for f in descriptor.fields:
+        oneof = f.containing_oneof
+        if oneof is None or _is_synthetic(oneof):
+            columns.append((f.name, f, None))
+        elif oneof.name not in oneofs_done:
+            oneofs_done.add(oneof.name)
+            columns.append((oneof.name, None, oneof))
+    return columns
+
+
+def _is_synthetic(oneof: Any) -> bool:
     """A proto3 ``optional`` is a oneof of one field that the compiler made; it is not a oneof to the user."""
     return len(oneof.fields) == 1 and oneof.fields[0].has_presence and oneof.name == f"_{oneof.fields[0].name}"
 

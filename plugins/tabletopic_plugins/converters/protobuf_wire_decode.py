@@ -42,7 +42,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from ptars import HandlerPool, PtarsConfig
 
 from tabletopic_plugins.converters.map_keys import repeats_a_key
-from tabletopic_plugins.converters.protobuf_arrow import MAX_TIMESTAMP_SECONDS, is_map, is_synthetic
+from tabletopic_plugins.converters.protobuf_arrow import MAX_TIMESTAMP_SECONDS, is_map, message_columns
 
 # What protobuf_arrow maps: Timestamp to microseconds in UTC, an enum to its name.
 _CONFIG = PtarsConfig(timestamp_unit="us", timestamp_tz="UTC", enum_repr="string")
@@ -117,16 +117,12 @@ def wire_decoder(descriptor: Descriptor, schema: pa.Schema) -> WireDecoder | Non
 def _message(descriptor: Descriptor) -> Callable[[Callable[[str], pa.Array]], list[pa.Array]]:
     """How a message's ptars columns (looked up by field name) become protobuf_arrow's, in its order."""
     steps: list[Callable[[Callable[[str], pa.Array]], pa.Array]] = []
-    oneofs_done: set[str] = set()
-    for f in descriptor.fields:
-        oneof = f.containing_oneof
-        if oneof is not None and not is_synthetic(oneof):
-            if oneof.name not in oneofs_done:
-                oneofs_done.add(oneof.name)
-                steps.append(_oneof([(m.name, _value(m)) for m in oneof.fields]))
-            continue
-        shape = _field(f)
-        steps.append(lambda column, name=f.name, shape=shape: shape(column(name)))
+    for name, f, oneof in message_columns(descriptor):
+        if oneof is not None:
+            steps.append(_oneof([(m.name, _value(m)) for m in oneof.fields]))
+        else:
+            shape = _field(f)
+            steps.append(lambda column, name=name, shape=shape: shape(column(name)))
     return lambda column: [step(column) for step in steps]
 
 
@@ -161,7 +157,7 @@ def _value(f: FieldDescriptor) -> Shape:
     if name in _WRAPPERS:
         return _same
     columns = _message(f.message_type)
-    names = _names(f.message_type)
+    names = [name for name, _, _ in message_columns(f.message_type)]
 
     def shape_struct(column: pa.Array) -> pa.Array:
         children = columns(lambda child: column.field(child))
@@ -194,17 +190,6 @@ def _refuse_far_times(column: pa.Array) -> pa.Array:
         if low.as_py() < -_SURE_MICROS or high.as_py() > _SURE_MICROS:
             raise _Diverges("a Timestamp near or past int64 microseconds")
     return column
-
-
-def _names(descriptor: Descriptor) -> list[str]:
-    """A message's column names in protobuf_arrow's order (a oneof where its first member is)."""
-    names: list[str] = []
-    for f in descriptor.fields:
-        oneof = f.containing_oneof
-        name = f.name if oneof is None or is_synthetic(oneof) else oneof.name
-        if name not in names:
-            names.append(name)
-    return names
 
 
 def _is_panic(exc: BaseException) -> bool:
