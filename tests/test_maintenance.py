@@ -214,6 +214,9 @@ def test_looks_convert_the_commits_equality_deletes_and_compaction_rewrites_thei
     wait_until(lambda: stats(warehouse).equality_deletes == 0, 120, "the conversion of the last commits", daemon)
     # Orphan removal runs every 20 s here: waited for, not timed.
     wait_until(lambda: not old_orphan.exists(), 120, "the removal of the orphan older than the guard", daemon)
+    # A look logs what it did when it ends, after its orphan step: the summaries read below need that line.
+    wait_until(lambda: any(e["orphans_removed"] > 0 for e in events(daemon, "maintained")), 60,
+               "the end of the look that removed the orphan", daemon)
     daemon.kill()
     assert fresh_file.exists(), "a file younger than the guard was removed"
     commits = [e for e in events(daemon, "committed") if e.get("table") == TABLE]
