@@ -56,6 +56,7 @@ def test_loaded_tables_are_bounded_and_a_dropped_one_is_loaded_again(spark: Spar
     assert again is not a and again.schema_id == a.schema_id and again.arrow_schema == a.arrow_schema
     assert sorted(tables.known()) == ["lru.a", "lru.b", "lru.c"]  # what was written here, loaded or not
     assert tables.refresh("lru.b").name == "lru.b"  # b went when a came back; refresh loads it
+    assert sorted(tables.java_tables().keySet()) == ["lru.a", "lru.b"]  # the JVM's map follows the bound
 
 
 def test_tables_unused_for_the_idle_bound_are_released_and_loaded_again(spark: SparkRuntime,

@@ -143,6 +143,7 @@ class IcebergTables:
         # The loaded tables by name in the JVM too (a ConcurrentHashMap), for calls about many tables at
         # once: handing a thousand tables to one py4j call takes a call each.
         self._by_name: Any = None
+        self._mirror_lock = threading.Lock()  # orders _mirror's py4j calls; taken before _lock, never under it
         spark.register_catalog(config.catalog_name, config.catalog_props)
 
     def close(self) -> None:
@@ -228,7 +229,8 @@ class IcebergTables:
         try:
             handle = self._open(name, sample)
             with self._lock:
-                self._keep(handle)
+                changed = self._keep(handle)
+            self._mirror(changed)
             return handle
         finally:
             with self._lock:
@@ -253,25 +255,50 @@ class IcebergTables:
         return self._handle(name, java)
 
     def java_tables(self) -> Any:
-        """The loaded tables as a Java ``Map<String, Table>``, kept in step with :meth:`get`'s cache."""
-        with self._lock:
+        """The loaded tables as a Java ``Map<String, Table>``, kept in step with :meth:`get`'s cache.
+
+        A table just loaded or released may be missing from it, or still in it, for a moment: callers
+        load and check a missing one on their own, and a released table's object still works.
+        """
+        with self._mirror_lock:
             if self._by_name is None:
                 self._by_name = self.jvm.java.util.concurrent.ConcurrentHashMap()
             return self._by_name
 
-    def _keep(self, handle: TableHandle) -> None:
+    def _keep(self, handle: TableHandle) -> list[str]:
+        """Cache ``handle`` (the caller holds the lock); the names to :meth:`_mirror` once it is released."""
         self._handles[handle.name] = handle
         self._handles.move_to_end(handle.name)
         self._used_at[handle.name] = self._clock()
         self._seen.add(handle.name)
-        self.java_tables().put(handle.name, handle.java)
+        changed = [handle.name]
         while len(self._handles) > self._config.tables_max_cached:
-            self._drop(self._handles.popitem(last=False)[0])
+            changed.append(self._drop(self._handles.popitem(last=False)[0]))
+        return changed
 
-    def _drop(self, name: str) -> None:
-        """A table no longer loaded (the caller holds the lock, and took it out of _handles)."""
+    def _drop(self, name: str) -> str:
+        """A table no longer loaded (the caller holds the lock, took it out of _handles, and mirrors it)."""
         self._used_at.pop(name, None)
-        self.java_tables().remove(name)
+        return name
+
+    def _mirror(self, names: list[str]) -> None:
+        """Make the Java map say of ``names`` what the cache says now.
+
+        Not under ``_lock``: a py4j call waits for the interpreter's lock, and the event loop's
+        :meth:`get` waited behind it (2 s of a 1,000-table backlog in py-spy). Each name's state is
+        read under ``_mirror_lock``, so whichever thread mirrors a name last sets its latest state.
+        """
+        if not names:
+            return
+        java = self.java_tables()
+        with self._mirror_lock:
+            with self._lock:
+                now = {name: self._handles.get(name) for name in names}
+            for name, handle in now.items():
+                if handle is None:
+                    java.remove(name)
+                else:
+                    java.put(name, handle.java)
 
     def release_idle(self) -> list[str]:
         """Release the loaded tables not asked for in tabletopic.tables.idle-release-ms; their names.
@@ -286,9 +313,8 @@ class IcebergTables:
         with self._lock:
             # Least recently used first: the scan stops at the first table used since.
             while self._handles and self._used_at[next(iter(self._handles))] <= before:
-                name = self._handles.popitem(last=False)[0]
-                self._drop(name)
-                released.append(name)
+                released.append(self._drop(self._handles.popitem(last=False)[0]))
+        self._mirror(released)
         return released
 
     def recorded(self, name: str, group_id: str) -> Recorded:
@@ -307,14 +333,15 @@ class IcebergTables:
         if handle.java.schema().schemaId() != handle.schema_id:
             handle = self._handle(name, handle.java)
             with self._lock:
-                self._keep(handle)
+                changed = self._keep(handle)
+            self._mirror(changed)
         return handle
 
     def forget(self, name: str) -> None:
         with self._lock:
-            if self._handles.pop(name, None) is not None:
-                self._drop(name)
+            dropped = [self._drop(name)] if self._handles.pop(name, None) is not None else []
             self._seen.discard(name)
+        self._mirror(dropped)
 
     def _handle(self, name: str, java: Any) -> TableHandle:
         encoder = self._config.parquet_encoder
