@@ -35,7 +35,9 @@ import os
 import random
 import re
 import shutil
+import signal
 import statistics
+import subprocess
 import tempfile
 import threading
 import time
@@ -192,6 +194,8 @@ def main() -> None:
                         help="a connector setting for the Table Topic run (repeat): to try one's effect")
     parser.add_argument("--worker", action="append", default=[], metavar="KEY=VALUE",
                         help="a worker setting of the many-tables daemon (say, spark.driver.extraJavaOptions for JFR)")
+    parser.add_argument("--py-spy", help="record the daemon's Python threads with py-spy (raw) over the backlog, "
+                        "into this file")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (the daemon's output.log)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tabletopic-many-"))
@@ -213,8 +217,16 @@ def main() -> None:
                 started = daemon.wait_for("every partition assigned", time.monotonic() + 600,
                                           lambda: daemon.assigned_at is not None)
                 cpu_before = thread_cpu(daemon.proc.pid)
+                profiler = None
+                if args.py_spy:  # every thread's stacks, waiting ones too: where the backlog's time goes
+                    profiler = subprocess.Popen(["py-spy", "record", "--pid", str(daemon.proc.pid), "--threads",
+                                                 "--idle", "--format", "raw", "--rate", "50", "-o", args.py_spy],
+                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 ended = daemon.wait_for("the backlog", time.monotonic() + 1800,
                                         lambda: daemon.committed()[0] >= total)
+                if profiler is not None:
+                    profiler.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
+                    profiler.wait(timeout=60)
                 cpu_backlog = {k: v - cpu_before.get(k, 0.0) for k, v in thread_cpu(daemon.proc.pid).items()}
                 backlog_s = ended - started
                 rounds_backlog = list(daemon.commits)
