@@ -143,7 +143,8 @@ class IcebergTables:
         # The loaded tables by name in the JVM too (a ConcurrentHashMap), for calls about many tables at
         # once: handing a thousand tables to one py4j call takes a call each.
         self._by_name: Any = None
-        self._mirror_lock = threading.Lock()  # orders _mirror's py4j calls; taken before _lock, never under it
+        # Order _mirror's py4j calls for each name (a stripe per name); taken before _lock, never under it.
+        self._mirror_locks = [threading.Lock() for _ in range(16)]
         spark.register_catalog(config.catalog_name, config.catalog_props)
 
     def close(self) -> None:
@@ -260,7 +261,7 @@ class IcebergTables:
         A table just loaded or released may be missing from it, or still in it, for a moment: callers
         load and check a missing one on their own, and a released table's object still works.
         """
-        with self._mirror_lock:
+        with self._mirror_locks[0]:
             if self._by_name is None:
                 self._by_name = self.jvm.java.util.concurrent.ConcurrentHashMap()
             return self._by_name
@@ -285,16 +286,17 @@ class IcebergTables:
         """Make the Java map say of ``names`` what the cache says now.
 
         Not under ``_lock``: a py4j call waits for the interpreter's lock, and the event loop's
-        :meth:`get` waited behind it (2 s of a 1,000-table backlog in py-spy). Each name's state is
-        read under ``_mirror_lock``, so whichever thread mirrors a name last sets its latest state.
+        :meth:`get` waited behind it (2 s of a 1,000-table backlog in py-spy). A name's state is read
+        and set under its stripe's lock, so whichever thread mirrors a name last sets its latest
+        state; threads opening other tables do not wait for it.
         """
         if not names:
             return
         java = self.java_tables()
-        with self._mirror_lock:
-            with self._lock:
-                now = {name: self._handles.get(name) for name in names}
-            for name, handle in now.items():
+        for name in names:
+            with self._mirror_locks[hash(name) % len(self._mirror_locks)]:
+                with self._lock:
+                    handle = self._handles.get(name)
                 if handle is None:
                     java.remove(name)
                 else:
