@@ -40,7 +40,7 @@ from tabletopic.config.definition import (
 from tabletopic.config.maintenance_settings import MaintenanceSettings, settings_from
 from tabletopic.config.partition_by import PartitionField, parse_partition_by
 from tabletopic.config.plugin_specs import PluginSpec, converter_spec, transform_specs
-from tabletopic.config.worker import WorkerConfig
+from tabletopic.config.worker import WorkerConfig, fetch_override_problems
 from tabletopic.kafka_clients import KafkaClients, security_problem
 
 
@@ -265,6 +265,7 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
     overrides = {**prefixed(props, KAFKA_PREFIX), **prefixed(props, CONSUMER_OVERRIDE_PREFIX)}
     producer_overrides = prefixed(props, PRODUCER_OVERRIDE_PREFIX)
     clients = KafkaClients(worker.bootstrap_servers, worker.raw).for_connector(overrides, producer_overrides)
+    out.problems.extend(Problem("consumer.override.fetch.*", None, why) for why in fetch_override_problems(overrides))
     for role in ("consumer", "producer"):
         why = security_problem(clients.props(role))
         if why is not None:

@@ -255,7 +255,8 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
     Key(HADOOP_PREFIX + "*", KeyType.PREFIX, None, "Hadoop configuration for the catalog (hadoop.* catalog props)."),
     Key(KAFKA_PREFIX + "*", KeyType.PREFIX, None, "Consumer properties for this connector, as consumer.override.*."),
     Key(CONSUMER_OVERRIDE_PREFIX + "*", KeyType.PREFIX, None,
-        "This connector's consumer properties; they win over the worker's (security.*, ssl.*, sasl.* included)."),
+        "This connector's consumer properties; they win over the worker's. Used: security.*, ssl.*, sasl.*, "
+        "fetch.min.bytes, fetch.max.wait.ms, auto.offset.reset and metadata.max.age.ms."),
     Key(PRODUCER_OVERRIDE_PREFIX + "*", KeyType.PREFIX, None,
         "This connector's producer properties (dead-letter and control topics); they win over the worker's."),
 )

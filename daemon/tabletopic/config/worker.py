@@ -88,6 +88,14 @@ WORKER_KEYS: dict[str, Key] = {k.name: k for k in (
     Key("consumer.max.poll.records", KeyType.INT, 10_000,
         "Most records one fetch hands to the sink. Each batch has fixed costs (a parser call, a routing "
         "step, a buffer append per partition), so small batches cost CPU per record.", minimum=1),
+    Key("consumer.fetch.min.bytes", KeyType.INT, 1 << 20,
+        "Bytes a fetch waits for (up to consumer.fetch.max.wait.ms) before the broker answers it. Each fetch "
+        "costs the sink and the broker the same whatever it holds, so under load fewer, larger fetches "
+        "leave more of the cores to the records; a connector's consumer.override.fetch.min.bytes wins. "
+        "Kafka's own default is 1.", minimum=1),
+    Key("consumer.fetch.max.wait.ms", KeyType.INT, 250,
+        "Longest the broker holds a fetch for consumer.fetch.min.bytes: how much later a record on a quiet "
+        "topic can reach the sink. A connector's consumer.override.fetch.max.wait.ms wins.", minimum=0),
     Key("task.shutdown.graceful.timeout.ms", KeyType.INT, 60_000,
         "How long a graceful shutdown may take to commit what is buffered.", minimum=1000),
     Key("offset.storage.file.filename", KeyType.STRING, None,
@@ -183,6 +191,8 @@ class WorkerConfig:
     heartbeat_interval_ms: int
     auto_offset_reset: str
     max_poll_records: int
+    fetch_min_bytes: int
+    fetch_max_wait_ms: int
     shutdown_timeout_ms: int
     registry_listeners: list[str]
     registry_topic: str
@@ -252,6 +262,8 @@ def parse_worker(props: Mapping[str, Any]) -> WorkerConfig:
         heartbeat_interval_ms=v["consumer.heartbeat.interval.ms"],
         auto_offset_reset=v["consumer.auto.offset.reset"],
         max_poll_records=v["consumer.max.poll.records"],
+        fetch_min_bytes=v["consumer.fetch.min.bytes"],
+        fetch_max_wait_ms=v["consumer.fetch.max.wait.ms"],
         shutdown_timeout_ms=v["task.shutdown.graceful.timeout.ms"],
         registry_listeners=v["schema.registry.listeners"],
         registry_topic=v["schema.registry.topic"],
@@ -289,6 +301,26 @@ def distributed_problems(worker: WorkerConfig) -> list[Problem]:
     if worker.config_topic and worker.config_topic == worker.status_topic:
         problems.append(Problem("status.storage.topic", worker.status_topic, "must differ from config.storage.topic"))
     return problems
+
+
+FETCH_OVERRIDES = {"fetch.min.bytes": 1, "fetch.max.wait.ms": 0}  # what a connector may override, at least
+
+
+def fetch_override_problems(consumer_overrides: Mapping[str, str]) -> list[str]:
+    """Why a connector's ``consumer.override.fetch.*`` values cannot be used (none: empty)."""
+    problems = []
+    for key, least in FETCH_OVERRIDES.items():
+        value = consumer_overrides.get(key)
+        if value is not None and not (value.strip().isdigit() and int(value) >= least):
+            problems.append(f"consumer.override.{key} must be a whole number of at least {least}, not {value!r}")
+    return problems
+
+
+def fetch_sizes(worker: WorkerConfig, consumer_overrides: Mapping[str, str]) -> tuple[int, int]:
+    """A connector's ``fetch.min.bytes`` and ``fetch.max.wait.ms``: its ``consumer.override.*`` first, then the
+    worker's (checked by :func:`fetch_override_problems` when the connector's config was parsed)."""
+    return (int(consumer_overrides.get("fetch.min.bytes", worker.fetch_min_bytes)),
+            int(consumer_overrides.get("fetch.max.wait.ms", worker.fetch_max_wait_ms)))
 
 
 def offset_reset(worker: WorkerConfig, consumer_overrides: Mapping[str, str]) -> str:

@@ -7,8 +7,8 @@ Two things need their internals:
   converting it.  So the consumer's ``_getmany`` and ``_drain_messages`` are replaced, and aiokafka's
   fetched batches are drained as the record objects its decoder already made.
 * A few settings and calls with no public form: Faust's delay before it resubscribes, the partitions
-  it paused itself, its offset commit, its rebalance sensors, aiokafka's underlying consumer, and a
-  DeleteGroups request.
+  it paused itself, its offset commit, its rebalance sensors, aiokafka's underlying consumer, the
+  fetch sizes Faust fixes when it makes that consumer, and a DeleteGroups request.
 
 No other module touches a leading-underscore attribute of either library.  Both are pinned to the
 minor versions tested (``setup.cfg``, ``constraints.txt``); :func:`missing_internals` checks at
@@ -22,6 +22,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any, Protocol
 
@@ -47,9 +48,13 @@ _USED: list[tuple[type, str, bool]] = [
     (FaustConsumer, "_stopped", False),
     (FaustConsumer, "_read_offset", False),
     (FaustConsumer, "_paused_partitions", False),
+    (FaustConsumer, "_new_consumer_thread", True),
     (FaustFetcher, "_stopped", False),
     (AIOKafkaConsumerThread, "_ensure_consumer", True),
+    (AIOKafkaConsumerThread, "_create_worker_consumer", True),
     (AIOKafkaConsumer, "_fetcher", False),
+    (AIOKafkaConsumer, "_fetch_min_bytes", False),
+    (AIOKafkaConsumer, "_fetch_max_wait_ms", False),
     (AIOKafkaConsumer, "_closed", False),
     (AIOKafkaConsumer, "_max_poll_records", False),
     (Fetcher, "_closed", False),
@@ -174,8 +179,35 @@ class BatchDrain(Protocol):
     def drain_fetches(self, loop: FetchLoop) -> Awaitable[None]: ...
 
 
+@dataclass(frozen=True)
+class FetchSizes:
+    """What each fetch asks the broker for: ``fetch.min.bytes`` and ``fetch.max.wait.ms``."""
+
+    min_bytes: int = 1
+    max_wait_ms: int = 500
+
+
+class SizedFetchThread(AIOKafkaConsumerThread):
+    """Faust's consumer thread, whose aiokafka consumer fetches with the app's :class:`FetchSizes`.
+
+    Faust makes the consumer with ``fetch.max.wait.ms`` 1500 and aiokafka's ``fetch.min.bytes`` of 1,
+    and takes neither from its settings. They are set before the consumer starts, which is when
+    aiokafka hands them to its fetcher.
+    """
+
+    def _create_worker_consumer(self, transport: Any) -> AIOKafkaConsumer:
+        consumer = super()._create_worker_consumer(transport)
+        sizes: FetchSizes = getattr(self.app, "fetch_sizes", FetchSizes())  # a BatchingApp sets its own
+        consumer._fetch_min_bytes = sizes.min_bytes
+        consumer._fetch_max_wait_ms = sizes.max_wait_ms
+        return consumer
+
+
 class RawFetchConsumer(FaustConsumer):
     """Faust's aiokafka consumer, whose fetches the app drains itself (``drain_fetches``)."""
+
+    def _new_consumer_thread(self) -> AIOKafkaConsumerThread:
+        return SizedFetchThread(self, loop=self.loop, beacon=self.beacon)
 
     async def _getmany(self, active_partitions: set[TP] | None, timeout: float) -> Any:
         thread = self._thread

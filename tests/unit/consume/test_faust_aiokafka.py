@@ -8,7 +8,8 @@ from aiokafka.consumer.fetcher import Fetcher
 from aiokafka.errors import ConsumerStoppedError
 from faust.transport.drivers.aiokafka import Consumer
 
-from tabletopic.consume.faust_aiokafka import RawFetchConsumer, library_versions, missing_internals
+from tabletopic.consume.batch_fetch import BatchingApp
+from tabletopic.consume.faust_aiokafka import FetchSizes, RawFetchConsumer, library_versions, missing_internals
 
 
 def test_the_installed_faust_and_aiokafka_have_every_internal_the_consumer_uses() -> None:
@@ -30,6 +31,18 @@ def test_the_daemon_refuses_to_start_with_exit_78_when_one_is_gone(tmp_path) -> 
     run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 78, run.stderr[-2000:]
     assert "Consumer._wait_next_records" in run.stderr and "aiokafka" in run.stderr and "faust-streaming" in run.stderr
+
+
+def test_the_sinks_consumer_is_made_with_the_apps_fetch_sizes(tmp_path) -> None:
+    # Faust makes aiokafka's consumer with fetch.max.wait.ms 1500 and fetch.min.bytes 1, whatever it is told.
+    async def made() -> tuple[int, int]:
+        app = BatchingApp("sized", broker="kafka://127.0.0.1:1", store="memory://", datadir=str(tmp_path),
+                          autodiscover=False, web_enabled=False)
+        app.fetch_sizes = FetchSizes(min_bytes=1 << 20, max_wait_ms=250)
+        consumer = app.consumer._thread._create_worker_consumer(app.transport)
+        return consumer._fetch_min_bytes, consumer._fetch_max_wait_ms
+
+    assert asyncio.run(made()) == (1 << 20, 250)
 
 
 class _App:
