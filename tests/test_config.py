@@ -13,7 +13,7 @@ import pytest
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.definition import ConfigError
 from tabletopic.config.files import load_config_file
-from tabletopic.config.worker import fetch_sizes, parse_worker
+from tabletopic.config.worker import parse_worker
 from tabletopic.java_properties import parse_properties
 
 WORKER = parse_worker({"bootstrap.servers": "127.0.0.1:9092"})
@@ -90,20 +90,23 @@ def test_commit_interval_not_positive() -> None:
 
 
 def test_fetch_sizes_come_from_the_connector_then_the_worker() -> None:
-    assert fetch_sizes(WORKER, parse_connector(GOOD, WORKER).consumer_overrides) == (1 << 20, 250)
+    config = parse_connector(GOOD, WORKER)
+    assert (config.fetch_min_bytes, config.fetch_max_wait_ms) == (1 << 20, 250)
     worker = parse_worker({"bootstrap.servers": "127.0.0.1:9092", "consumer.fetch.min.bytes": "1",
                            "consumer.fetch.max.wait.ms": "500"})
-    assert fetch_sizes(worker, {}) == (1, 500)
+    config = parse_connector(GOOD, worker)
+    assert (config.fetch_min_bytes, config.fetch_max_wait_ms) == (1, 500)
     config = parse_connector({**GOOD, "consumer.override.fetch.min.bytes": "65536",
                               "iceberg.kafka.fetch.max.wait.ms": "100"}, worker)
-    assert fetch_sizes(worker, config.consumer_overrides) == (65536, 100)
+    assert (config.fetch_min_bytes, config.fetch_max_wait_ms) == (65536, 100)
 
 
 def test_a_fetch_override_that_is_not_a_count_is_refused() -> None:
     message = problems(**{"consumer.override.fetch.min.bytes": "1MB", "consumer.override.fetch.max.wait.ms": "-1"})
-    assert "consumer.override.fetch.min.bytes must be a whole number of at least 1, not '1MB'" in message
-    assert "consumer.override.fetch.max.wait.ms must be a whole number of at least 0, not '-1'" in message
-    assert "consumer.override.fetch.min.bytes must" in problems(**{"consumer.override.fetch.min.bytes": "0"})
+    assert "consumer.override.fetch.min.bytes='1MB': must be a whole number (int)" in message
+    assert "consumer.override.fetch.max.wait.ms='-1': must be at least 0" in message
+    assert "consumer.override.fetch.min.bytes='0': must be at least 1" in \
+        problems(**{"consumer.override.fetch.min.bytes": "0"})
 
 
 def test_unknown_partition_transform() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tabletopic.config.catalog_settings import CatalogPlan, plan_catalog
@@ -40,7 +40,7 @@ from tabletopic.config.definition import (
 from tabletopic.config.maintenance_settings import MaintenanceSettings, settings_from
 from tabletopic.config.partition_by import PartitionField, parse_partition_by
 from tabletopic.config.plugin_specs import PluginSpec, converter_spec, transform_specs
-from tabletopic.config.worker import WorkerConfig, fetch_override_problems
+from tabletopic.config.worker import WORKER_KEYS, WorkerConfig
 from tabletopic.kafka_clients import KafkaClients, security_problem
 
 
@@ -108,6 +108,8 @@ class ConnectorConfig:
     maintenance: MaintenanceSettings
     consumer_overrides: dict[str, str]
     producer_overrides: dict[str, str]
+    fetch_min_bytes: int  # the sink consumer's, its consumer.override first, then the worker's
+    fetch_max_wait_ms: int
     raw: dict[str, str]  # resolved: config provider placeholders replaced; holds secrets
     written: dict[str, str]  # as written, placeholders kept: what may be shown
     warnings: list[str] = field(default_factory=list)
@@ -265,7 +267,8 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
     overrides = {**prefixed(props, KAFKA_PREFIX), **prefixed(props, CONSUMER_OVERRIDE_PREFIX)}
     producer_overrides = prefixed(props, PRODUCER_OVERRIDE_PREFIX)
     clients = KafkaClients(worker.bootstrap_servers, worker.raw).for_connector(overrides, producer_overrides)
-    out.problems.extend(Problem("consumer.override.fetch.*", None, why) for why in fetch_override_problems(overrides))
+    fetch_min_bytes = _consumer_override("fetch.min.bytes", overrides, worker.fetch_min_bytes, out)
+    fetch_max_wait_ms = _consumer_override("fetch.max.wait.ms", overrides, worker.fetch_max_wait_ms, out)
     for role in ("consumer", "producer"):
         why = security_problem(clients.props(role))
         if why is not None:
@@ -321,7 +324,18 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
         maintenance=settings_from(values),
         consumer_overrides=overrides,
         producer_overrides=producer_overrides,
+        fetch_min_bytes=fetch_min_bytes,
+        fetch_max_wait_ms=fetch_max_wait_ms,
         raw=props,
         written=written,
         warnings=out.warnings,
     )
+
+
+def _consumer_override(name: str, overrides: Mapping[str, str], worker_value: Any, out: Parsed) -> Any:
+    """A connector's ``consumer.override.<name>`` of the worker's typed ``consumer.<name>``, checked as that
+    key is; the worker's value when the connector sets none."""
+    if name not in overrides:
+        return worker_value
+    key = replace(WORKER_KEYS[f"consumer.{name}"], name=CONSUMER_OVERRIDE_PREFIX + name)
+    return parse_value(key, overrides[name], out)

@@ -303,26 +303,6 @@ def distributed_problems(worker: WorkerConfig) -> list[Problem]:
     return problems
 
 
-FETCH_OVERRIDES = {"fetch.min.bytes": 1, "fetch.max.wait.ms": 0}  # what a connector may override, at least
-
-
-def fetch_override_problems(consumer_overrides: Mapping[str, str]) -> list[str]:
-    """Why a connector's ``consumer.override.fetch.*`` values cannot be used (none: empty)."""
-    problems = []
-    for key, least in FETCH_OVERRIDES.items():
-        value = consumer_overrides.get(key)
-        if value is not None and not (value.strip().isdigit() and int(value) >= least):
-            problems.append(f"consumer.override.{key} must be a whole number of at least {least}, not {value!r}")
-    return problems
-
-
-def fetch_sizes(worker: WorkerConfig, consumer_overrides: Mapping[str, str]) -> tuple[int, int]:
-    """A connector's ``fetch.min.bytes`` and ``fetch.max.wait.ms``: its ``consumer.override.*`` first, then the
-    worker's (checked by :func:`fetch_override_problems` when the connector's config was parsed)."""
-    return (int(consumer_overrides.get("fetch.min.bytes", worker.fetch_min_bytes)),
-            int(consumer_overrides.get("fetch.max.wait.ms", worker.fetch_max_wait_ms)))
-
-
 def offset_reset(worker: WorkerConfig, consumer_overrides: Mapping[str, str]) -> str:
     """A connector's ``auto.offset.reset``: its ``consumer.override.*`` first, then the worker's."""
     return {**worker.consumer_props, **consumer_overrides}.get("auto.offset.reset", worker.auto_offset_reset)

@@ -23,7 +23,7 @@ from faust.types import TP
 from tabletopic import scratch_files
 from tabletopic.commit.member import Member
 from tabletopic.config.connector import ConnectorConfig
-from tabletopic.config.worker import WorkerConfig, fetch_sizes, offset_reset
+from tabletopic.config.worker import WorkerConfig, offset_reset
 from tabletopic.consume.batch_fetch import BatchingApp, Fetch
 from tabletopic.consume.continuity import STALE, Decision, decide
 from tabletopic.consume.faust_aiokafka import (
@@ -110,7 +110,7 @@ class FaustConsumer:
         self.waiting_bytes = 0  # values and keys fetched and not yet taken: they count toward buffer.max-bytes
         self._waiting: collections.deque[int] = collections.deque()  # each waiting fetch's bytes, in channel order
         self._memory_paused: set[TP] = set()  # partitions paused here because the buffers are full
-        self.app.fetch_sizes = FetchSizes(*fetch_sizes(worker, config.consumer_overrides))
+        self.app.fetch_sizes = FetchSizes(config.fetch_min_bytes, config.fetch_max_wait_ms)
         self.app.deliver_batch = self._deliver
         self.app.on_drained = lambda wall, cpu: task.metrics.add_stage("fetch", wall, cpu)
         self.app.on_fetch_failed = self._fetch_failed
