@@ -26,7 +26,7 @@ from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
 from faust.types import TP
 
 from tabletopic.consume.continuity import STALE
-from tabletopic.consume.faust_aiokafka import FetchLoop, FetchSizes, RawFetchApp
+from tabletopic.consume.faust_aiokafka import FetchLoop, RawFetchApp
 
 log = structlog.get_logger(__name__)
 # A fetch: per partition, the seek generation it was fetched under, and its records (aiokafka's record
@@ -53,7 +53,6 @@ class BatchingApp(RawFetchApp):
         self.on_drained: Callable[[float, float], None] = lambda wall, cpu: None
         # A fetch loop that raised: nothing is fetched any more, so the connector must fail.
         self.on_fetch_failed: Callable[[BaseException], None] = lambda exc: None
-        self.fetch_sizes = FetchSizes()  # set before start: the consumer is made with them
         self.seek_generation: dict[TP, int] = {}
         self.between_fetches: dict[TP, int] = {}  # the offset of each partition's last seek made between fetches
         self._queued: dict[TP, int] = {}

@@ -197,7 +197,7 @@ class SizedFetchThread(AIOKafkaConsumerThread):
 
     def _create_worker_consumer(self, transport: Any) -> AIOKafkaConsumer:
         consumer = super()._create_worker_consumer(transport)
-        sizes: FetchSizes = getattr(self.app, "fetch_sizes", FetchSizes())  # a BatchingApp sets its own
+        sizes: FetchSizes = self.app.fetch_sizes  # only a RawFetchApp's consumer makes this thread
         consumer._fetch_min_bytes = sizes.min_bytes
         consumer._fetch_max_wait_ms = sizes.max_wait_ms
         return consumer
@@ -237,6 +237,8 @@ class RawFetchConsumer(FaustConsumer):
 
 class RawFetchApp(faust.App):
     """A Faust app whose consumer is :class:`RawFetchConsumer`."""
+
+    fetch_sizes = FetchSizes()  # what its consumer fetches with; set before the app starts
 
     def _new_transport(self) -> Any:
         transport = super()._new_transport()
