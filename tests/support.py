@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from tabletopic.demo.broker import create_topic as create_topic_async
@@ -61,6 +62,21 @@ def produce(bootstrap: str, topic: str, records: Iterable[Record],
         finally:
             await producer.stop()
         return count
+    return asyncio.run(go())
+
+
+def group_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[tuple[str, int], int]:
+    """The offsets consumer group ``group`` has committed for ``topic``'s partitions, as Kafka's tools see them."""
+    async def go() -> dict[tuple[str, int], int]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            found = await admin.list_consumer_group_offsets(
+                group, partitions=[TopicPartition(topic, p) for p in range(partitions)])
+        finally:
+            await admin.close()
+        return {(tp.topic, tp.partition): meta.offset for tp, meta in found.items() if meta.offset >= 0}
+
     return asyncio.run(go())
 
 

@@ -36,9 +36,9 @@ from tabletopic.write.write_result import WriteResult
 
 log = structlog.get_logger(__name__)
 
-# Group offsets only feed lag tools: never let an unreachable broker hold a round up.
-_GROUP_COMMIT_TIMEOUT_S = 10.0
-GroupCommit = Callable[[dict[TopicPartition, int]], Awaitable[None]]
+# Hands the group's offsets over to be committed, without waiting: they only feed lag tools, and a round
+# must not wait for the broker's answer.
+GroupCommit = Callable[[dict[TopicPartition, int]], None]
 
 
 class SinkTask:
@@ -185,10 +185,7 @@ class SinkTask:
         self.writer.committed(ends, recorded)
         positions = {tp: o for tp, o in ends.items() if tp in self.assigned}
         if positions and self._group_commit is not None:
-            try:
-                await asyncio.wait_for(self._group_commit(positions), _GROUP_COMMIT_TIMEOUT_S)
-            except (Exception, asyncio.TimeoutError) as exc:  # lag tools only; the tables hold the truth
-                self.log.warning("could not commit consumer group offsets", error=str(exc) or type(exc).__name__)
+            self._group_commit(positions)
 
     async def answer_rejected(self, why: str) -> None:
         """Our answer will never be committed: drop what we hold and read again from the tables."""

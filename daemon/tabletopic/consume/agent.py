@@ -33,7 +33,7 @@ from tabletopic.consume.faust_aiokafka import (
     paused_partitions,
     set_resubscribe_delay,
 )
-from tabletopic.consume.group_offsets import report_lag
+from tabletopic.consume.group_offsets import GroupOffsetCommits, report_lag
 from tabletopic.consume.topic_watch import TopicWatch
 from tabletopic.convert.records import RawRecords
 from tabletopic.failed_records import RecordFailed
@@ -43,6 +43,9 @@ from tabletopic.sink_task import SinkTask
 log = structlog.get_logger(__name__)
 _NEVER = 10**9  # Faust commit settings that, with acks off, keep Faust from committing at all
 _LAG_EVERY_S = 1.0
+# At stop, how long the group offsets of the last rounds may take: half of the runtime's bound on the
+# whole stop of the consumer (leaving the group needs the broker too).
+_GROUP_COMMIT_WAIT_S = 10.0
 # Partitions of one fetch ingested side by side at a time. The event loop runs every task that is
 # ready before it looks again, so a fetch of a thousand partitions, all at once, held each await of
 # the commit rounds for the whole fetch: an answer took seconds to be judged and committed.
@@ -117,7 +120,8 @@ class FaustConsumer:
         self.app.agent(self.batches, name=f"tabletopic-{config.name}")(self._consume)
         self.app.on_partitions_assigned.connect(self._on_assigned)
         self.app.on_partitions_revoked.connect(self._on_revoked)
-        task.bind_consumer(self._commit_group, self._reseek_all,
+        self.group_offsets = GroupOffsetCommits(self._commit_group, self.log)
+        task.bind_consumer(self.group_offsets.submit, self._reseek_all,
                            lambda tp, offset: self.app.request_seek(TP(*tp), offset), lambda: self.waiting_bytes)
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -192,6 +196,7 @@ class FaustConsumer:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.group_offsets.close(_GROUP_COMMIT_WAIT_S)  # before the consumer it commits through stops
         await self.app.stop()
         self._datadir.cleanup()
 

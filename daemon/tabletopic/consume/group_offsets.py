@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import faust
@@ -38,6 +38,58 @@ async def committed_offsets(clients: KafkaClients, group: str,
         with contextlib.suppress(KafkaError):
             await admin.close()
     return {(tp.topic, tp.partition): meta.offset for tp, meta in found.items() if meta.offset >= 0}
+
+
+class GroupOffsetCommits:
+    """Commits the group's offsets after the tables', one commit at a time, in a task of its own.
+
+    Awaited inline, a commit held the round that had just committed behind a broker's answer, and a
+    stop could close the consumer under one: aiokafka shields its commit request from its caller, so
+    the request then failed in a task nobody awaited. Offsets handed in while one is under way are
+    merged (the highest per partition) and go in the next. :meth:`close` waits for both before the
+    consumer stops.
+    """
+
+    def __init__(self, commit: Callable[[dict[TopicPartition, int]], Awaitable[None]], log: Any) -> None:
+        self._commit = commit
+        self._log = log
+        self._pending: dict[TopicPartition, int] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def submit(self, positions: dict[TopicPartition, int]) -> None:
+        """Commit ``positions`` (everything below them is in the tables) once the commit under way is done."""
+        if self._closed or not positions:
+            return
+        for tp, offset in positions.items():
+            self._pending[tp] = max(offset, self._pending.get(tp, offset))
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="group-offsets")
+
+    async def _run(self) -> None:
+        while self._pending:
+            offsets, self._pending = self._pending, {}
+            try:
+                await self._commit(offsets)
+            except Exception as exc:  # lag tools only: the tables hold the truth
+                self._log.warning("could not commit consumer group offsets; the next round's commit takes them",
+                                  error=str(exc) or type(exc).__name__)
+                for tp, offset in offsets.items():
+                    self._pending[tp] = max(offset, self._pending.get(tp, offset))
+                return
+
+    async def close(self, timeout_s: float) -> None:
+        """Take no more; wait up to ``timeout_s`` for what was handed in, then give it up."""
+        self._closed = True
+        task = self._task
+        if task is None:
+            return
+        done, _ = await asyncio.wait({task}, timeout=timeout_s)
+        if not done:
+            self._log.warning("consumer group offsets still uncommitted at stop; lag tools see the older ones",
+                              waited_s=timeout_s)
+            task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 async def report_lag(app: faust.App, ledger: PartitionLedger, metrics: SinkMetrics, log: Any, every_s: float) -> None:
