@@ -20,7 +20,7 @@ class Log:
 
 
 class Broker:
-    """Answers each commit when the test lets it; ``fail`` makes the next answer an error."""
+    """Answers each commit when the test puts an answer: None for done, an exception for a failure."""
 
     def __init__(self) -> None:
         self.commits: list[dict[TopicPartition, int]] = []
@@ -34,8 +34,12 @@ class Broker:
 
 
 async def _until(condition: Any) -> None:
-    while not condition():
+    """Let the event loop turn until ``condition`` holds; a bounded number of turns, so a bug fails the test."""
+    for _ in range(10_000):
+        if condition():
+            return
         await asyncio.sleep(0)
+    raise AssertionError("the condition never held")
 
 
 def test_offsets_handed_in_during_a_commit_go_merged_in_the_next() -> None:
