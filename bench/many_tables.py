@@ -16,10 +16,12 @@ each timed from "partitions assigned" until the tables' commits hold every recor
 
 * **where a round's time goes**: the daemon's stage counters (``/metrics``) per round during the
   backlog, and from its commit events, barrier-to-snapshot seconds and the table commits' seconds;
+* **quiet**: the CPU of the daemon and the broker over an interval with no records;
 * **freshness**: one new record on every topic, and the time until every table holds its record;
 * **a trickle** (``--trickle-s``): one record per topic per second, and whether every round kept up;
 * **metadata**: the largest current ``metadata.json`` and snapshot summary of any table;
-* the CPU-seconds of the backlog, by kind of thread (Python's, the JVM's executors, compilers, GC);
+* the CPU-seconds of the backlog and of the freshness round, by kind of thread (Python's, the JVM's
+  executors, compilers, GC), and the broker's beside them;
 * the peak RSS of the process tree.
 
     python bench/many_tables.py [--topics 200] [--per-topic 500] [--interval-ms 5000]
@@ -47,7 +49,17 @@ from pathlib import Path
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from e2e_throughput import PARTITIONS, Trace, cli_daemon, json_events, record, send, tabletopic_run, thread_cpu
+from e2e_throughput import (
+    PARTITIONS,
+    Trace,
+    cli_daemon,
+    cpu_seconds_of,
+    json_events,
+    record,
+    send,
+    tabletopic_run,
+    thread_cpu,
+)
 from tabletopic.demo.broker import EmbeddedBroker, create_topic, stop_process
 from tabletopic.route.router import topic_table
 
@@ -173,6 +185,31 @@ def metadata_sizes(warehouse: Path) -> tuple[int, int, int]:
     return largest_file, largest_summary, most
 
 
+def py_spy(pid: int, path: str | None, gil: bool) -> subprocess.Popen[bytes] | None:
+    """py-spy recording ``pid`` into ``path`` (raw): every thread, waiting ones too, or with ``gil`` only the
+    thread holding the interpreter's lock (where Python's CPU goes); None without a path."""
+    if not path:
+        return None
+    return subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--threads", "--gil" if gil else "--idle",
+                             "--format", "raw", "--rate", "50", "-o", path],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop_py_spy(profiler: subprocess.Popen[bytes] | None) -> None:
+    if profiler is not None:
+        profiler.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
+        profiler.wait(timeout=60)
+
+
+def process_cpu(pid: int | None) -> float:
+    """CPU-seconds of one process, all its threads (0 without one)."""
+    return cpu_seconds_of(Path(f"/proc/{pid}/stat")) if pid is not None else 0.0
+
+
+def by_kind(cpu: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.1f}" for k, v in sorted(cpu.items(), key=lambda kv: -kv[1])[:8])
+
+
 def trickle(bootstrap: str, names: list[str], seconds: int, start: int, routing: str) -> int:
     """One record per topic per second for ``seconds``; returns how many were sent."""
     began = time.monotonic()
@@ -195,7 +232,9 @@ def main() -> None:
     parser.add_argument("--worker", action="append", default=[], metavar="KEY=VALUE",
                         help="a worker setting of the many-tables daemon (say, spark.driver.extraJavaOptions for JFR)")
     parser.add_argument("--py-spy", help="record the daemon's Python threads with py-spy (raw) over the backlog, "
-                        "into this file")
+                        "into this file, and over the freshness round into this file with .fresh added")
+    parser.add_argument("--py-spy-gil", action="store_true",
+                        help="with --py-spy, record only the thread holding the interpreter's lock")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (the daemon's output.log)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tabletopic-many-"))
@@ -216,27 +255,32 @@ def main() -> None:
             try:
                 started = daemon.wait_for("every partition assigned", time.monotonic() + 600,
                                           lambda: daemon.assigned_at is not None)
-                cpu_before = thread_cpu(daemon.proc.pid)
-                profiler = None
-                if args.py_spy:  # every thread's stacks, waiting ones too: where the backlog's time goes
-                    profiler = subprocess.Popen(["py-spy", "record", "--pid", str(daemon.proc.pid), "--threads",
-                                                 "--idle", "--format", "raw", "--rate", "50", "-o", args.py_spy],
-                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                cpu_before, broker_before = thread_cpu(daemon.proc.pid), process_cpu(broker.pid)
+                profiler = py_spy(daemon.proc.pid, args.py_spy, args.py_spy_gil)
                 ended = daemon.wait_for("the backlog", time.monotonic() + 1800,
                                         lambda: daemon.committed()[0] >= total)
-                if profiler is not None:
-                    profiler.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
-                    profiler.wait(timeout=60)
+                stop_py_spy(profiler)
                 cpu_backlog = {k: v - cpu_before.get(k, 0.0) for k, v in thread_cpu(daemon.proc.pid).items()}
+                broker_backlog = process_cpu(broker.pid) - broker_before
                 backlog_s = ended - started
                 rounds_backlog = list(daemon.commits)
                 stages = daemon.metrics()
-                time.sleep(2 * args.interval_ms / 1000)  # a quiet round or two after the backlog
+                time.sleep(args.interval_ms / 1000)  # the backlog's last round ends
+                quiet_s = args.interval_ms / 1000  # then a quiet interval: what idle topics cost
+                cpu_before, broker_before = thread_cpu(daemon.proc.pid), process_cpu(broker.pid)
+                time.sleep(quiet_s)
+                cpu_quiet = sum(thread_cpu(daemon.proc.pid).values()) - sum(cpu_before.values())
+                broker_quiet = process_cpu(broker.pid) - broker_before
                 since = time.monotonic()
+                cpu_before, broker_before = thread_cpu(daemon.proc.pid), process_cpu(broker.pid)
+                profiler = py_spy(daemon.proc.pid, args.py_spy and args.py_spy + ".fresh", args.py_spy_gil)
                 produce(bootstrap, [(n, 0) for n in names], total, args.routing)
                 fresh_at = daemon.wait_for("one new record in every table", time.monotonic() + 1800,
                                            lambda: len(daemon.committed(since)[1]) >= args.topics)
+                stop_py_spy(profiler)
                 freshness = fresh_at - since
+                cpu_fresh = {k: v - cpu_before.get(k, 0.0) for k, v in thread_cpu(daemon.proc.pid).items()}
+                broker_fresh = process_cpu(broker.pid) - broker_before
                 trickled, behind_s = 0, 0.0
                 if args.trickle_s:
                     since = time.monotonic()
@@ -269,9 +313,13 @@ def main() -> None:
         print(f"table commits during the backlog: {len(round_s)}, barrier to snapshot median "
               f"{statistics.median(round_s):.1f} s, max {max(round_s):.1f} s; commit seconds median "
               f"{statistics.median(commit_s):.2f}, sum {sum(commit_s):.1f}")
-    busiest = sorted(cpu_backlog.items(), key=lambda kv: -kv[1])[:8]
-    print(f"CPU-seconds during the backlog: {sum(cpu_backlog.values()):.1f}; by thread kind: "
-          + ", ".join(f"{k} {v:.1f}" for k, v in busiest))
+    print(f"CPU-seconds during the backlog: {sum(cpu_backlog.values()):.1f}, the broker {broker_backlog:.1f}; "
+          f"by thread kind: {by_kind(cpu_backlog)}")
+    print(f"quiet: the daemon {cpu_quiet / quiet_s:.2f} of a core, the broker {broker_quiet / quiet_s:.2f}, "
+          f"over one interval with no records")
+    jvm_fresh = sum(v for k, v in cpu_fresh.items() if k.startswith("jvm: "))
+    print(f"CPU-seconds of the freshness round: {sum(cpu_fresh.values()):.1f}, the broker {broker_fresh:.1f}; "
+          f"the JVM's {jvm_fresh * 1000 / args.topics:.1f} ms a table; by thread kind: {by_kind(cpu_fresh)}")
     rounds = stages.pop("rounds", 0.0)
     if rounds:
         print(f"per round during the backlog ({rounds:.0f} rounds), stage seconds: " + ", ".join(

@@ -88,6 +88,11 @@ class EmbeddedBroker:
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def pid(self) -> int | None:
+        """The broker's process id while it runs (benches read its CPU from it)."""
+        return self._proc.pid if self._proc is not None else None
+
     def start(self, timeout: float = 20.0) -> EmbeddedBroker:
         url = f"tcp://127.0.0.1:{self.port}"
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
