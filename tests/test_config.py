@@ -91,11 +91,11 @@ def test_commit_interval_not_positive() -> None:
 
 def test_fetch_sizes_come_from_the_connector_then_the_worker() -> None:
     config = parse_connector(GOOD, WORKER)
-    assert (config.fetch_min_bytes, config.fetch_max_wait_ms) == (1 << 20, 250)
+    assert (config.fetch_min_bytes, config.fetch_max_wait_ms) == (1 << 20, 500)
     worker = parse_worker({"bootstrap.servers": "127.0.0.1:9092", "consumer.fetch.min.bytes": "1",
-                           "consumer.fetch.max.wait.ms": "500"})
+                           "consumer.fetch.max.wait.ms": "250"})
     config = parse_connector(GOOD, worker)
-    assert (config.fetch_min_bytes, config.fetch_max_wait_ms) == (1, 500)
+    assert (config.fetch_min_bytes, config.fetch_max_wait_ms) == (1, 250)
     config = parse_connector({**GOOD, "consumer.override.fetch.min.bytes": "65536",
                               "iceberg.kafka.fetch.max.wait.ms": "100"}, worker)
     assert (config.fetch_min_bytes, config.fetch_max_wait_ms) == (65536, 100)
