@@ -61,8 +61,7 @@ class GroupOffsetCommits:
         """Commit ``positions`` (everything below them is in the tables) once the commit under way is done."""
         if self._closed or not positions:
             return
-        for tp, offset in positions.items():
-            self._pending[tp] = max(offset, self._pending.get(tp, offset))
+        self._merge(positions)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(), name="group-offsets")
 
@@ -74,9 +73,12 @@ class GroupOffsetCommits:
             except Exception as exc:  # lag tools only: the tables hold the truth
                 self._log.warning("could not commit consumer group offsets; the next round's commit takes them",
                                   error=str(exc) or type(exc).__name__)
-                for tp, offset in offsets.items():
-                    self._pending[tp] = max(offset, self._pending.get(tp, offset))
+                self._merge(offsets)
                 return
+
+    def _merge(self, offsets: dict[TopicPartition, int]) -> None:
+        for tp, offset in offsets.items():
+            self._pending[tp] = max(offset, self._pending.get(tp, offset))
 
     async def close(self, timeout_s: float) -> None:
         """Take no more; wait up to ``timeout_s`` for what was handed in, then give it up."""

@@ -42,12 +42,18 @@ async def _until(condition: Any) -> None:
     raise AssertionError("the condition never held")
 
 
+async def _one_in_flight() -> tuple[Broker, Log, GroupOffsetCommits]:
+    """Commits whose first, ``{A: 10}``, waits for the broker's answer."""
+    broker, log = Broker(), Log()
+    commits = GroupOffsetCommits(broker.commit, log)
+    commits.submit({A: 10})  # returns at once: the round that committed does not wait for the broker
+    await _until(lambda: len(broker.commits) == 1)
+    return broker, log, commits
+
+
 def test_offsets_handed_in_during_a_commit_go_merged_in_the_next() -> None:
     async def go() -> None:
-        broker, log = Broker(), Log()
-        commits = GroupOffsetCommits(broker.commit, log)
-        commits.submit({A: 10})  # returns at once: the round that committed does not wait for the broker
-        await _until(lambda: len(broker.commits) == 1)
+        broker, log, commits = await _one_in_flight()
         commits.submit({A: 20, B: 5})
         commits.submit({A: 15, B: 7})
         await broker.answer.put(None)
@@ -78,10 +84,7 @@ def test_a_failed_commits_offsets_go_with_the_next_rounds() -> None:
 
 def test_close_waits_for_what_was_handed_in_and_takes_nothing_after() -> None:
     async def go() -> None:
-        broker, log = Broker(), Log()
-        commits = GroupOffsetCommits(broker.commit, log)
-        commits.submit({A: 10})
-        await _until(lambda: len(broker.commits) == 1)
+        broker, _, commits = await _one_in_flight()
         commits.submit({A: 11})
         closing = asyncio.ensure_future(commits.close(60))
         await broker.answer.put(None)
@@ -96,10 +99,7 @@ def test_close_waits_for_what_was_handed_in_and_takes_nothing_after() -> None:
 
 def test_a_commit_the_broker_never_answers_is_given_up_at_close() -> None:
     async def go() -> None:
-        broker, log = Broker(), Log()
-        commits = GroupOffsetCommits(broker.commit, log)
-        commits.submit({A: 10})
-        await _until(lambda: len(broker.commits) == 1)
+        _, log, commits = await _one_in_flight()
         await commits.close(0)
         assert [event for event, _ in log.warnings] == [
             "consumer group offsets still uncommitted at stop; lag tools see the older ones"]
