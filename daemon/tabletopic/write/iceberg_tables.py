@@ -229,9 +229,7 @@ class IcebergTables:
                 opening.result()
         try:
             handle = self._open(name, sample)
-            with self._lock:
-                changed = self._keep(handle)
-            self._mirror(changed)
+            self._keep(handle)
             return handle
         finally:
             with self._lock:
@@ -266,16 +264,18 @@ class IcebergTables:
                 self._by_name = self.jvm.java.util.concurrent.ConcurrentHashMap()
             return self._by_name
 
-    def _keep(self, handle: TableHandle) -> list[str]:
-        """Cache ``handle`` (the caller holds the lock); the names to :meth:`_mirror` once it is released."""
-        self._handles[handle.name] = handle
-        self._handles.move_to_end(handle.name)
-        self._used_at[handle.name] = self._clock()
-        self._seen.add(handle.name)
-        changed = [handle.name]
-        while len(self._handles) > self._config.tables_max_cached:
-            changed.append(self._drop(self._handles.popitem(last=False)[0]))
-        return changed
+    def _keep(self, handle: TableHandle) -> None:
+        """Cache ``handle``, dropping the least recently used past the bound; the Java map follows once the
+        lock is released (see :meth:`_mirror`)."""
+        with self._lock:
+            self._handles[handle.name] = handle
+            self._handles.move_to_end(handle.name)
+            self._used_at[handle.name] = self._clock()
+            self._seen.add(handle.name)
+            changed = [handle.name]
+            while len(self._handles) > self._config.tables_max_cached:
+                changed.append(self._drop(self._handles.popitem(last=False)[0]))
+        self._mirror(changed)
 
     def _drop(self, name: str) -> str:
         """A table no longer loaded (the caller holds the lock, took it out of _handles, and mirrors it)."""
@@ -334,9 +334,7 @@ class IcebergTables:
         handle.java.refresh()
         if handle.java.schema().schemaId() != handle.schema_id:
             handle = self._handle(name, handle.java)
-            with self._lock:
-                changed = self._keep(handle)
-            self._mirror(changed)
+            self._keep(handle)
         return handle
 
     def forget(self, name: str) -> None:
