@@ -310,3 +310,93 @@ def test_new_tables_open_side_by_side_up_to_the_bound_and_a_failing_one_is_left_
     assert not ledger.knows("db.bad") and not ledger.knows("db.only-deletes")
     run(writer.open(changes))
     assert len(reads) == 3
+
+
+class _Kinds(_Tables):
+    """``db.k*`` tables have id columns; ``db.gone`` is not loaded (a bound dropped it)."""
+
+    def get(self, name: str, schema: pa.Schema | None = None) -> TableHandle:
+        return TableHandle(name, None, SCHEMA, 0, None, id_columns=["id"] if name.startswith("db.k") else [])
+
+    def loaded(self, name: str) -> bool:
+        return name != "db.gone"
+
+
+class _Jobs:
+    """Records the tables of each write."""
+
+    def __init__(self) -> None:
+        self.jobs: list[list[str]] = []
+
+    def write_many(self, items: list[tuple[TableHandle, Drained]]) -> list[WrittenFiles]:
+        self.jobs.append(sorted(drained.table for _, drained in items))
+        return [_written(drained) for _, drained in items]
+
+
+def _quiet_sink(files: _Jobs | _Barrier) -> tuple[SinkWriter, PartitionLedger]:
+    ledger = PartitionLedger(lambda table: {})
+    writer = SinkWriter(_Kinds(), files, metrics(), flush_bytes=1 << 30, case_insensitive=False,  # type: ignore[arg-type]
+                        ledger=ledger, parallelism=1)
+    return writer, ledger
+
+
+def _buffer_all(writer: SinkWriter, ledger: PartitionLedger, tables: list[str], quiet_s: float) -> float:
+    """Ten rows for each table; the ones listed first took their last rows ``quiet_s`` ago. Returns now."""
+    for i, table in enumerate(tables):
+        writer.buffer(table, [_rows(("t", i), 0, 10)])
+        ledger.accept(("t", i), 0, 10)
+    now = max(b.last_added for b in writer.buffers.values())
+    for table in ("db.a", "db.b", "db.k", "db.gone"):
+        if table in writer.buffers:
+            writer.buffers[table].last_added = now - quiet_s
+    return now
+
+
+def test_quiet_tables_are_written_ahead_of_the_round_in_one_write_and_the_round_answers_them() -> None:
+    """Tables quiet for the idle time go in one write before the round; a table still fed, a keyed one
+    and one no longer loaded wait for the round. The answer holds every table's files once, and
+    claims every partition's records."""
+    files = _Jobs()
+    writer, ledger = _quiet_sink(files)
+
+    async def scenario() -> Any:
+        now = _buffer_all(writer, ledger, ["db.a", "db.b", "db.k", "db.gone", "db.fed"], quiet_s=3.0)
+        writer.write_idle(2.0, now)
+        writer.write_idle(2.0, now)  # the write under way already holds them: no second one
+        await writer.wait_for_flushes()
+        assert files.jobs == [["db.a", "db.b"]] and writer.buffered_records == 30
+        writer.write_idle(2.0, now)  # nothing quiet is left buffered: the round's write is the only other
+        return await writer.complete_write()
+
+    result = run(scenario())
+    assert files.jobs == [["db.a", "db.b"], ["db.fed", "db.gone", "db.k"]]
+    assert sorted(result.written) == ["db.a", "db.b", "db.fed", "db.gone", "db.k"]
+    assert all(len(result.written[t].files) == 1 and result.written[t].records == 10 for t in result.written)
+    assert result.positions == {("t", i): 10 for i in range(5)}
+
+
+def test_tables_fed_within_the_idle_time_are_left_for_the_round() -> None:
+    files = _Jobs()
+    writer, ledger = _quiet_sink(files)
+
+    async def scenario() -> None:
+        now = _buffer_all(writer, ledger, ["db.a", "db.b"], quiet_s=1.9)
+        writer.write_idle(2.0, now)
+        await writer.wait_for_flushes()
+
+    run(scenario())
+    assert files.jobs == [] and writer.buffered_records == 20
+
+
+def test_a_failed_write_ahead_of_the_round_fails_the_next_answer() -> None:
+    """Its rows left the buffers and reached no file: the answer must not claim them."""
+    writer, ledger = _quiet_sink(_Barrier(1, fail="db.a"))
+
+    async def scenario() -> None:
+        now = _buffer_all(writer, ledger, ["db.a"], quiet_s=3.0)
+        writer.write_idle(2.0, now)
+        await writer.wait_for_flushes()
+        await writer.complete_write()
+
+    with pytest.raises(RuntimeError, match=r"an early write failed: .*refused db\.a"):
+        run(scenario())
