@@ -309,32 +309,3 @@ def test_arrow_and_icebergs_writer_make_the_same_rows_and_metrics(bootstrap: str
     assert duck[:2] == (n, len(filled)) and duck[4] == len(filled)
     assert duck[3] == datetime.date(1970, 1, 1) + datetime.timedelta(days=19_000 + max(filled))
     assert float(duck[2]) == sum(12_345 + i for i in filled) / 100
-
-
-def test_a_quiet_table_is_written_before_the_round_and_the_round_commits_that_file(
-        bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
-    """With the round ten minutes off, a topic gone quiet has its rows in a data file before any round;
-    the stop's final round commits that very file, and the table holds every record once."""
-    from pathlib import Path
-
-    topic, table = unique("quiet"), "quiet.events"
-    create_topic(bootstrap, topic, 1)
-    produce(bootstrap, topic, [(None, json.dumps({"id": i}).encode(), 0) for i in range(20)])
-    connector = connector_props("quiet", topic, table, warehouse, {
-        "iceberg.tables.auto-create-enabled": "true", "value.converter.schemas.enable": "false",
-        "iceberg.control.commit.interval-ms": "600000", "tabletopic.buffer.idle-write-ms": "200"})
-    data = Path(warehouse.location(table)) / "data"
-    early: list[str] = []
-
-    def written_before_any_round(_: object) -> bool:
-        files = sorted(str(p) for p in data.glob("*.parquet")) if data.exists() else []
-        if files:
-            assert warehouse.snapshots(table) == []  # no round yet: the file was written ahead of it
-            early.extend(files)
-        return bool(early)
-
-    code, _ = run_in_process(spark, worker_props(bootstrap), [connector], until=written_before_any_round)
-    assert code == 0
-    assert sorted(r.id for r in warehouse.rows(table, "id")) == list(range(20))
-    committed = sorted(f.file_path for f in warehouse.sql(f"SELECT file_path FROM {{c}}.{table}.files"))
-    assert [p.removeprefix("file:") for p in committed] == early

@@ -13,7 +13,6 @@ source of truth, see :meth:`on_assigned`).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 
 import numpy as np
@@ -65,7 +64,6 @@ class SinkTask:
         self._seek: Callable[[TopicPartition, int], None] | None = None
         self._waiting_bytes: Callable[[], int] = lambda: 0
         self.last_error: str | None = None  # why this worker's last answer was lost; cleared by a commit
-        self._idle_writes: asyncio.Task[None] | None = None
 
     def bind_consumer(self, group_commit: GroupCommit, reseek: Callable[[], Awaitable[None]],
                       seek: Callable[[TopicPartition, int], None] | None = None,
@@ -76,27 +74,9 @@ class SinkTask:
 
     async def start(self) -> None:
         await self.failed.start()
-        if self.config.buffer_idle_write_ms > 0:
-            self._idle_writes = asyncio.get_running_loop().create_task(
-                self._write_idle(self.config.buffer_idle_write_ms / 1000), name="idle writes")
 
     async def stop(self) -> None:
-        if self._idle_writes is not None:
-            self._idle_writes.cancel()
-            await asyncio.gather(self._idle_writes, return_exceptions=True)
-            self._idle_writes = None
-        await self.writer.wait_for_flushes()  # an early write the loop started ends before the sink does
         await self.failed.stop()
-
-    async def _write_idle(self, idle_s: float) -> None:
-        """Tables quiet for ``idle_s`` are written ahead of the round (:meth:`SinkWriter.write_idle`); looked
-        for eight times in ``idle_s``, so a quiet table waits at most an eighth longer."""
-        while True:
-            await asyncio.sleep(idle_s / 8)
-            try:
-                self.writer.write_idle(idle_s, time.monotonic())
-            except Exception as exc:  # the round writes them instead
-                self.log.warning("writing quiet tables ahead of the round failed", error=str(exc))
 
     # -- ingest -----------------------------------------------------------------------------------
     async def ingest(self, raw: RawRecords) -> None:

@@ -8,7 +8,6 @@ over all tables, so a table that was ahead sees records it already has.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -48,7 +47,6 @@ class TableBuffer:
     nbytes: int = 0
     _max_ts: int | None = None
     _offsets: dict[TopicPartition, int] = field(default_factory=dict)
-    last_added: float = 0.0  # time.monotonic() when rows were last taken: how long the table has been quiet
 
     def add(self, records: SinkRecords, floor: int | None) -> int:
         """Buffer the rows at or above ``floor``; return how many were taken."""
@@ -71,7 +69,6 @@ class TableBuffer:
         newest = int(records.timestamps.max())
         self._max_ts = newest if self._max_ts is None else max(self._max_ts, newest)
         self._offsets[tp] = max(self._offsets.get(tp, 0), int(records.offsets[-1]) + 1)
-        self.last_added = time.monotonic()
         return len(records)
 
     def drain(self, floors: dict[TopicPartition, int]) -> Drained | None:

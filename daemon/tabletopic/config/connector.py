@@ -99,7 +99,6 @@ class ConnectorConfig:
     errors_log_include_messages: bool
     max_value_bytes: int
     buffer_flush_bytes: int
-    buffer_idle_write_ms: int  # 0: tables are written only at rounds and past buffer_flush_bytes
     write_parallelism: int
     parquet_encoder: str
     tables_max_cached: int
@@ -316,9 +315,6 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
         errors_log_include_messages=values["errors.log.include.messages"],
         max_value_bytes=values["tabletopic.input.max-value-bytes"],
         buffer_flush_bytes=values["tabletopic.buffer.flush-bytes"],
-        buffer_idle_write_ms=(values["iceberg.control.commit.interval-ms"] // 2
-                              if values["tabletopic.buffer.idle-write-ms"] is None
-                              else values["tabletopic.buffer.idle-write-ms"]),
         write_parallelism=values["tabletopic.write.parallelism"],
         parquet_encoder=values["tabletopic.write.parquet-encoder"],
         tables_max_cached=values["tabletopic.tables.max-cached"],

@@ -140,14 +140,6 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
     Key("tabletopic.buffer.flush-bytes", KeyType.LONG, 64 * 1024 * 1024,
         "When a table's buffered records exceed this many bytes they are written to data files before the "
         "round (and committed in it), bounding the daemon's memory.", minimum=1024),
-    Key("tabletopic.buffer.idle-write-ms", KeyType.LONG, None,
-        "A table that has taken no record for this long has its buffered records written to data files "
-        "then, ahead of the round that commits them, so that the round only commits it: with many tables, "
-        "a record that arrives just after a round began no longer waits for the next round's writes too. "
-        "A table fed more often is written at the round as before. Unset: half of "
-        "iceberg.control.commit.interval-ms, which adds at most one file a round to a table. 0 writes only at "
-        "rounds and past tabletopic.buffer.flush-bytes. Tables with id columns are always written at the "
-        "round.", minimum=0),
     Key("tabletopic.write.parallelism", KeyType.INT, 4,
         "Writes a round runs at once, each taking a share of the round's tables (by bytes). With a local "
         "master, a table's rows that fit one Spark task are written on the driver with no job; the rest of a "

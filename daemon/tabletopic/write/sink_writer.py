@@ -1,7 +1,7 @@
 """The sink writer: buffers routed rows per table, writes them to files, and completes a write per answer.
 
-Rows wait in per-table buffers; a large buffer, or one whose table has gone quiet,
-is written early (its files wait for the next answer).  :meth:`SinkWriter.complete_write` writes everything left
+Rows wait in per-table buffers; a large buffer is written early (its files wait
+for the next answer).  :meth:`SinkWriter.complete_write` writes everything left
 and returns a :class:`~tabletopic.commit.worker.WriteResult`: the files as JSON,
 with the ranges and floors they cover, taken from the ledger in the same step of
 the event loop as the buffers were drained, so an answer never claims an offset
@@ -59,7 +59,6 @@ class SinkWriter:
         self._pending: dict[str, list[WrittenFiles]] = {}
         self._write_lock = asyncio.Lock()
         self._flushes: set[asyncio.Task[None]] = set()
-        self._flushing: set[str] = set()  # tables an early write in _flushes will drain, or has drained
         # Drained into a write still running: their bytes still count, and their floors may rise.
         self._in_flight: list[Drained] = []
         # Sums over the buffers and the writes in flight, read for every batch taken: summing a thousand
@@ -237,65 +236,37 @@ class SinkWriter:
                 # deletes in one snapshot do not see rows added in it: its files are all written
                 # in the round. tabletopic.buffer.max-bytes still bounds its memory.
                 continue
-            if buffer.nbytes >= self._flush_bytes and name not in self._flushing:
-                self._start_flush([name])
-
-    def write_idle(self, idle_s: float, now: float) -> None:
-        """Write, ahead of the round, the rows of every table that has taken no record for ``idle_s``
-        by ``now`` (``time.monotonic()``): the round then only commits them.
-
-        At a thousand tables a round's writes took seconds, so rows that arrived just after a round
-        began waited for the next round's writes as well as its commits. A table fed more often than
-        ``idle_s`` is written at the round as before; at half the interval, a table gets at most one
-        early file a round besides the round's own. Keyed tables are written at the round (see
-        :meth:`maybe_flush`).
-        """
-        quiet = [name for name, buffer in self.buffers.items()
-                 if buffer.records and now - buffer.last_added >= idle_s and name not in self._flushing]
-        # Only loaded tables: loading one would be a catalog call on the event loop. The round writes the rest.
-        quiet = [name for name in quiet if self._tables.loaded(name) and not self._tables.get(name).keyed]
-        if quiet:
-            self._start_flush(quiet)
-
-    def _start_flush(self, names: list[str]) -> None:
-        """An early write of ``names``' buffers, in a task of :attr:`_flushes`; its failure fails the next answer."""
-        self._flushing.update(names)
-        task = asyncio.get_running_loop().create_task(self._flush(names), name=f"early write of {names[0]}")
-        self._flushes.add(task)
-
-        def ended(task: asyncio.Task[None]) -> None:
-            self._flushes.discard(task)
-            self._flushing.difference_update(names)
-
-        task.add_done_callback(ended)
+            if buffer.nbytes >= self._flush_bytes and not any(t.get_name() == name for t in self._flushes):
+                task = asyncio.get_running_loop().create_task(self._flush(name), name=name)
+                self._flushes.add(task)
+                task.add_done_callback(self._flushes.discard)
 
     async def wait_for_flushes(self) -> None:
         if self._flushes:
             await asyncio.gather(*self._flushes, return_exceptions=True)
 
-    async def _flush(self, names: list[str]) -> None:
+    async def _flush(self, name: str) -> None:
         async with self._write_lock:
-            drained = []
-            for name in names:
-                buffer = self.buffers.get(name)
-                one = buffer.drain(self._ledger.floors(name)) if buffer is not None else None
-                if one is not None:
-                    self._held_bytes -= one.nbytes
-                    self._held_records -= one.records
-                    drained.append(one)
-            if not drained:
+            buffer = self.buffers.get(name)
+            drained = buffer.drain(self._ledger.floors(name)) if buffer is not None else None
+            if drained is None:
                 return
+            self._held_bytes -= drained.nbytes
+            self._held_records -= drained.records
             resets = self._resets
             try:
-                await self._write_all(drained, resets)
+                await self._write(drained, resets)
             except Exception as exc:
                 if resets != self._resets:
                     return  # those rows were dropped meanwhile, and are read again
                 # Those rows left the buffer but reached no file: the next round must not commit
                 # positions past them. It fails, and the partitions are read again from the tables.
                 log.error("writing files early failed; the next round re-reads from the tables",
-                          tables=len(drained), first=[d.table for d in drained[:5]], error=str(exc))
+                          table=name, error=str(exc))
                 self._flush_error = exc
+
+    async def _write(self, drained: Drained, resets: int) -> None:
+        await self._write_group([drained], resets)
 
     async def _write_group(self, group: list[Drained], resets: int) -> None:
         """The rows of ``group``'s tables, in one write: on the driver, or one Spark job
