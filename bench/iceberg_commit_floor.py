@@ -20,7 +20,7 @@ is what a user could write instead without a JVM: pyiceberg creating each table 
 catalog on local files and appending one row to it, twice (its CPU-seconds, the Parquet writes
 included: pyiceberg's ``append`` takes rows, not files).
 
-    python bench/iceberg_commit_floor.py [--tables 1000] [--warm-rounds 2]
+    python bench/iceberg_commit_floor.py [--tables 1000] [--warm-rounds 2] [--catalog hadoop|memory]
 """
 
 from __future__ import annotations
@@ -119,6 +119,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", type=int, default=1000)
     parser.add_argument("--warm-rounds", type=int, default=2)
+    parser.add_argument("--catalog", choices=("hadoop", "memory"), action="append",
+                        help="measure only this catalog (repeat); TMPDIR decides where the hadoop warehouse is")
     parser.add_argument("--child", choices=("hadoop", "memory"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -130,7 +132,7 @@ def main() -> None:
           f"{os.cpu_count()} cores\n")
     print("| | create, ms CPU a table | first commit (cold JVM) | a warm commit | 1,000 tables' first round, CPU-s |")
     print("| --- | ---: | ---: | ---: | ---: |")
-    for kind in ("hadoop", "memory"):
+    for kind in args.catalog or ("hadoop", "memory"):
         out = subprocess.run([sys.executable, __file__, "--child", kind, "--tables", str(args.tables),
                               "--warm-rounds", str(args.warm_rounds)],
                              capture_output=True, text=True, check=True)

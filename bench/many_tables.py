@@ -17,7 +17,9 @@ each timed from "partitions assigned" until the tables' commits hold every recor
 * **where a round's time goes**: the daemon's stage counters (``/metrics``) per round during the
   backlog, and from its commit events, barrier-to-snapshot seconds and the table commits' seconds;
 * **quiet**: the CPU of the daemon and the broker over an interval with no records;
-* **freshness**: one new record on every topic, and the time until every table holds its record;
+* **freshness**: one new record on every topic, and the time until every table holds its record; then
+  again, sent 0.3 s after a round began, so that the records wait a whole interval for the next (the
+  worst phase);
 * **a trickle** (``--trickle-s``): one record per topic per second, and whether every round kept up;
 * **metadata**: the largest current ``metadata.json`` and snapshot summary of any table;
 * the CPU-seconds of the backlog and of the freshness round, by kind of thread (Python's, the JVM's
@@ -33,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import random
 import re
@@ -141,6 +144,15 @@ class Daemon(threading.Thread):
         with self.lock:
             done = [c for c in self.commits if c[0] >= since and c[2]]
         return sum(c[2] for c in done), {c[1] for c in done}
+
+    def next_round_start(self, interval_s: float) -> float:
+        """When (``time.monotonic()``) the next round starts, if the last round that committed a table (its
+        commit, less its round seconds) took less than an interval: rounds start every interval, counted
+        from the start of the one before."""
+        with self.lock:
+            last = max(when - round_s for when, _, _, round_s, _ in self.commits)
+        now = time.monotonic()
+        return last + math.ceil((now - last) / interval_s) * interval_s
 
     def wait_for(self, what: str, until: float, check: Callable[[], bool]) -> float:
         while time.monotonic() < until:
@@ -281,10 +293,25 @@ def main() -> None:
                 freshness = fresh_at - since
                 cpu_fresh = {k: v - cpu_before.get(k, 0.0) for k, v in thread_cpu(daemon.proc.pid).items()}
                 broker_fresh = process_cpu(broker.pid) - broker_before
+                # The worst phase: one new record on every topic sent just after a round began, so
+                # that it waits a whole interval for the next one. A round that ran past the interval
+                # moves the rounds after it, and a round without records logs nothing: first a record
+                # on one topic, whose short round sets when the next ones start.
+                since = time.monotonic()
+                produce(bootstrap, [(names[0], 0)], total + args.topics, args.routing)
+                daemon.wait_for("a record in one table", time.monotonic() + 600,
+                                lambda: len(daemon.committed(since)[1]) >= 1)
+                time.sleep(max(0.0, daemon.next_round_start(args.interval_ms / 1000) + 0.3 - time.monotonic()))
+                since = time.monotonic()
+                produce(bootstrap, [(n, 0) for n in names], total + args.topics + 1, args.routing)
+                worst_at = daemon.wait_for("one new record in every table, sent after a round began",
+                                           time.monotonic() + 1800,
+                                           lambda: len(daemon.committed(since)[1]) >= args.topics)
+                freshness_worst = worst_at - since
                 trickled, behind_s = 0, 0.0
                 if args.trickle_s:
                     since = time.monotonic()
-                    trickled = trickle(bootstrap, names, args.trickle_s, total + args.topics, args.routing)
+                    trickled = trickle(bootstrap, names, args.trickle_s, total + 2 * args.topics + 1, args.routing)
                     trickle_end = time.monotonic()
                     caught_up = daemon.wait_for("the trickle", time.monotonic() + 1800,
                                                 lambda: daemon.committed(since)[0] >= trickled)
@@ -308,7 +335,8 @@ def main() -> None:
     print(f"{args.routing} routing, {args.topics} tables: {total / backlog_s:,.0f} records/s ({backlog_s:.1f} s) = "
           f"{one.seconds / backlog_s:.2f} of one table")
     print(f"freshness: one new record on every topic in its table after {freshness:.1f} s "
-          f"= {freshness / interval:.1f} commit intervals")
+          f"= {freshness / interval:.1f} commit intervals; sent 0.3 s after a round began (the worst phase) "
+          f"{freshness_worst:.1f} s = {freshness_worst / interval:.1f} intervals")
     if round_s:
         print(f"table commits during the backlog: {len(round_s)}, barrier to snapshot median "
               f"{statistics.median(round_s):.1f} s, max {max(round_s):.1f} s; commit seconds median "
