@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -12,6 +13,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -236,6 +238,36 @@ def test_a_second_signal_exits_at_once_without_a_final_commit(monkeypatch: pytes
     assert daemon.stop_requested.is_set() and exits == []  # the first asks for a graceful stop
     daemon._on_signal(signal.SIGTERM)
     assert exits == [exit_codes.FAILED]
+
+
+def test_a_signal_before_the_daemon_is_built_stops_it_at_its_first_step() -> None:
+    """The command holds SIGTERM while its modules load and the daemon is built (seconds, with Spark);
+    by default it would kill the process without a word. Held, it stops the daemon once it runs."""
+    import asyncio
+
+    from tabletopic.cli import _hold_stop_signals
+    from tabletopic.standalone import Standalone
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        pending = _hold_stop_signals()
+        signal.raise_signal(signal.SIGTERM)  # delivered to this, the main thread, before the next line
+        assert pending == [signal.SIGTERM]
+
+        async def build_install_and_run() -> int:
+            daemon = Standalone(parse_worker({"listeners": ""}), [])
+            daemon.install_signal_handlers(pending)
+            assert daemon.stop_requested.is_set()
+            return await daemon.run()
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert asyncio.run(build_install_and_run()) == exit_codes.OK
+            gc.collect()  # a step's coroutine never awaited is reported when it is collected
+        assert not [w for w in caught if "never awaited" in str(w.message)], [str(w.message) for w in caught]
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def test_a_configuration_error_exits_78(tmp_path: Path) -> None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -45,7 +47,24 @@ def _logging(worker: WorkerConfig, connectors: Sequence[ConnectorConfig] = ()) -
         structlog.get_logger("tabletopic.config").warning(warning)
 
 
-def _run(daemon_factory: Callable[[], Any]) -> int:
+def _hold_stop_signals() -> list[signal.Signals]:
+    """Keep a SIGTERM or SIGINT that comes while the modules load and the daemon is built (seconds, with
+    Spark's): by default it would kill the process, without a word in its log. The daemon handles what
+    was kept once its own handlers are in (:meth:`Daemon.install_signal_handlers`). A second one exits at
+    once, as a second signal to a running daemon does."""
+    pending: list[signal.Signals] = []
+
+    def hold(signum: int, _frame: object) -> None:
+        if pending:
+            os._exit(exit_codes.FAILED)
+        pending.append(signal.Signals(signum))
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, hold)
+    return pending
+
+
+def _run(daemon_factory: Callable[[], Any], pending: list[signal.Signals]) -> int:
     from tabletopic.consume.faust_aiokafka import library_versions, missing_internals
     missing = missing_internals()
     if missing:
@@ -59,7 +78,7 @@ def _run(daemon_factory: Callable[[], Any]) -> int:
         # The objects of start-up (modules, Faust's app, py4j) live as long as the process: frozen, no
         # collection of the old generation scans them again.
         gc.freeze()
-        daemon.install_signal_handlers()
+        daemon.install_signal_handlers(pending)
         return int(await daemon.run())
 
     tune_collector()
@@ -80,6 +99,7 @@ def tune_collector() -> None:
 
 
 def cmd_standalone(args: argparse.Namespace) -> int:
+    pending = _hold_stop_signals()
     try:
         worker, connectors = _load(args.worker, args.connectors)
     except ConfigError as exc:
@@ -87,10 +107,11 @@ def cmd_standalone(args: argparse.Namespace) -> int:
         return exit_codes.CONFIG
     _logging(worker, connectors)
     from tabletopic.standalone import Standalone
-    return _run(lambda: Standalone(worker, connectors))
+    return _run(lambda: Standalone(worker, connectors), pending)
 
 
 def cmd_distributed(args: argparse.Namespace) -> int:
+    pending = _hold_stop_signals()
     from tabletopic.config.worker import distributed_problems
     try:
         worker = parse_worker(load_config_file(args.worker))
@@ -102,7 +123,7 @@ def cmd_distributed(args: argparse.Namespace) -> int:
         return exit_codes.CONFIG
     _logging(worker)
     from tabletopic.distributed.worker import distributed_daemon
-    return _run(lambda: distributed_daemon(worker))
+    return _run(lambda: distributed_daemon(worker), pending)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

@@ -15,11 +15,12 @@ JVM's life is the daemon's: if it dies, the daemon stops (exit 1) without a fina
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import signal
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
@@ -150,6 +151,8 @@ class Daemon:
     async def _step(self, phase: str, work: Awaitable[T]) -> T:
         """One start-up step: logged, shown by /ready, and abandoned if a stop is asked for."""
         if self.stop_requested.is_set():
+            if inspect.iscoroutine(work):
+                work.close()  # never started: closed, so that it is not reported as never awaited
             raise _Stopped()
         self.phase = phase
         started = time.monotonic()
@@ -282,10 +285,13 @@ class Daemon:
         log.info("stopped", exit_code=code)
         return code
 
-    def install_signal_handlers(self) -> None:
+    def install_signal_handlers(self, pending: Sequence[signal.Signals] = ()) -> None:
+        """SIGTERM and SIGINT stop the daemon; ``pending`` came before these handlers were in, and stop it now."""
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal, sig)
+        for sig in pending[:1]:
+            self._on_signal(sig)
 
     def _on_signal(self, sig: signal.Signals) -> None:
         if self.stop_requested.is_set():
