@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
+from tabletopic.consume.group_offsets import committed_offsets
 from tabletopic.demo.broker import create_topic as create_topic_async
 from tabletopic.demo.lake_servers import duckdb_offline
+from tabletopic.kafka_clients import KafkaClients
 from tabletopic.write.spark_session import SparkRuntime
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,17 +68,8 @@ def produce(bootstrap: str, topic: str, records: Iterable[Record],
 
 def group_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[tuple[str, int], int]:
     """The offsets consumer group ``group`` has committed for ``topic``'s partitions, as Kafka's tools see them."""
-    async def go() -> dict[tuple[str, int], int]:
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-        await admin.start()
-        try:
-            found = await admin.list_consumer_group_offsets(
-                group, partitions=[TopicPartition(topic, p) for p in range(partitions)])
-        finally:
-            await admin.close()
-        return {(tp.topic, tp.partition): meta.offset for tp, meta in found.items() if meta.offset >= 0}
-
-    return asyncio.run(go())
+    return asyncio.run(committed_offsets(KafkaClients([bootstrap], {}), group,
+                                         [(topic, p) for p in range(partitions)]))
 
 
 def read_topic(bootstrap: str, topic: str, expected: int) -> list[tuple[bytes | None, dict[str, bytes]]]:
