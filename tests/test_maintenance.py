@@ -375,7 +375,7 @@ def test_commits_carry_position_deletes_and_fall_back_when_overtaken(bootstrap: 
     written = [Path(str(f.location()).removeprefix("file:")) for f in resolved.written()]
     assert written and all(f.exists() for f in written)
     warehouse.sql(f"CALL {{c}}.system.rewrite_data_files(table => '{TABLE}', options => map('rewrite-all', 'true'))")
-    snapshot_id = writer.commitWith(table, None, files, resolved, {}, base, {}, 0)
+    snapshot_id = writer.commitWith(table, None, files, resolved, {}, base, {})
     summary = table.snapshot(snapshot_id).summary()
     assert int(summary.get("added-equality-deletes")) == len(changed)
     assert summary.get("added-position-deletes") is None
@@ -440,7 +440,7 @@ def test_a_commit_searches_only_the_files_whose_key_bounds_hold_its_deletes(ware
     def commit(files: Any, resolved: Any) -> Any:
         table.refresh()
         return table.snapshot(writer.commitWith(table, None, files, resolved, {},
-                                                table.currentSnapshot().snapshotId(), {}, 0)).summary()
+                                                table.currentSnapshot().snapshotId(), {})).summary()
 
     # An earlier commit names ids 5-9 in the older file.
     first = upsert(5, 9)

@@ -46,7 +46,8 @@ public final class CommitDeletes {
    * @param merged position delete files and deletion vectors of the table whose positions the new
    *     files carry on
    * @param named the data files the new position deletes name, which must still be live
-   * @param written the position delete files written here (removed if the commit falls back)
+   * @param written the position delete files written here (removed if the commit is found not to
+   *     have landed, see {@link CommitLanding})
    * @param replaced the round's equality delete files (removed once the commit lands without them)
    */
   public record AtCommit(
@@ -55,11 +56,11 @@ public final class CommitDeletes {
       Set<String> named,
       List<DeleteFile> written,
       List<DeleteFile> replaced) {
-    /** Removes files no snapshot will reference: the ones {@code commit} left out. */
-    void dropWritten(Table table) {
-      PositionDeletes.removeQuietly(table, written);
-    }
-
+    /**
+     * Removes the round's equality delete files once this commit landed without them. No snapshot
+     * can hold them: only a commit of the same round's files could, and it adds the same data files,
+     * which this commit's validation (or that one's, whichever commits second) refuses.
+     */
     void dropReplaced(Table table) {
       PositionDeletes.removeQuietly(table, replaced);
     }

@@ -170,13 +170,24 @@ public final class DeleteConversion {
       summary.forEach(delta::set);
       delta.commit();
       return true;
-    } catch (ValidationException e) {
-      PositionDeletes.removeQuietly(table, written.files());
-      return false;
     } catch (CommitStateUnknownException e) {
       throw e; // the files may be in the table now: orphan removal decides later, from the metadata
     } catch (RuntimeException e) {
-      PositionDeletes.removeQuietly(table, written.files());
+      if (written.files().isEmpty()) {
+        if (e instanceof ValidationException) {
+          return false;
+        }
+        throw e;
+      }
+      CommitLanding.Found found =
+          CommitLanding.find(table, null, snapshot.snapshotId(), written.files(), summary);
+      if (found.landed()) {
+        return true;
+      }
+      CommitLanding.removeUnlanded(table, found, written.files(), "a conversion of equality deletes");
+      if (e instanceof ValidationException) {
+        return false;
+      }
       throw e;
     }
   }

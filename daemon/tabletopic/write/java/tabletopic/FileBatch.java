@@ -172,7 +172,8 @@ public final class FileBatch {
    * Writes every part: the Dataset parts in one job, the driver's parts while it runs. The files of
    * part {@code i} are at {@code i}. Once only.
    */
-  @SuppressWarnings("unchecked")
+  // Spark's union takes its RDDs as a varargs array, which Java cannot make of a generic type.
+  @SuppressWarnings({"unchecked", "rawtypes"})
   public List<List<ContentFile<?>>> write() throws InterruptedException {
     JavaFutureAction<List<Tuple2<Integer, ContentFile<?>>>> job = null;
     try {

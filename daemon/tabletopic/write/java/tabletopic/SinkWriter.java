@@ -88,7 +88,7 @@ public final class SinkWriter {
       Map<String, String> summary,
       long baseSnapshotId,
       Map<String, String> tableProps) {
-    return commitWith(table, branch, files, null, summary, baseSnapshotId, tableProps, 0);
+    return commitWith(table, branch, files, null, summary, baseSnapshotId, tableProps);
   }
 
   /**
@@ -100,8 +100,10 @@ public final class SinkWriter {
    * the table changed under them before the commit, the equality deletes go in as they are.
    *
    * <p>With {@code maxSnapshots > 0}, a commit to main that finds more snapshots than that expires
-   * the oldest in the same transaction, down to half of it: each snapshot is a part of the metadata
-   * file every commit rewrites. The files only they reference are deleted once it committed.
+   * the oldest once it has landed, down to half of it: each snapshot is a part of the metadata file
+   * every commit rewrites. The expiry is a commit of its own, whose clean-up runs only once it
+   * landed; in the sink's transaction, a transaction that failed would have deleted the files of the
+   * snapshots it meant to expire, which stayed in the table.
    */
   public static long commit(
       Table table,
@@ -123,10 +125,14 @@ public final class SinkWriter {
         LOG.warn("commit to {} carries its equality deletes: finding their rows failed", table.name(), e);
       }
     }
-    return commitWith(table, branch, files, resolved, summary, baseSnapshotId, tableProps, retain);
+    long id = commitWith(table, branch, files, resolved, summary, baseSnapshotId, tableProps);
+    if (retain > 0) {
+      expireOldest(table, retain);
+    }
+    return id;
   }
 
-  /** How many snapshots an expiry in the commit keeps: half of {@code maxSnapshots}; 0: no expiry. */
+  /** How many snapshots an expiry after the commit keeps: half of {@code maxSnapshots}; 0: no expiry. */
   private static int expiryRetains(Table table, int maxSnapshots) {
     if (maxSnapshots <= 0) {
       return 0;
@@ -136,6 +142,19 @@ public final class SinkWriter {
       count++;
     }
     return count > maxSnapshots ? Math.max(1, maxSnapshots / 2) : 0;
+  }
+
+  /**
+   * Expires every snapshot of main older than its newest {@code retain} (other refs keep theirs).
+   * Iceberg deletes the files they alone reference once the expiry has landed. A failure leaves the
+   * snapshots for the next commit: the one that landed stands.
+   */
+  private static void expireOldest(Table table, int retain) {
+    try {
+      table.expireSnapshots().expireOlderThan(Long.MAX_VALUE).retainLast(retain).commit();
+    } catch (RuntimeException e) {
+      LOG.warn("expiring the oldest snapshots of {} failed; the next commit tries again", table.name(), e);
+    }
   }
 
   /**
@@ -149,6 +168,10 @@ public final class SinkWriter {
    * one was replaced since they were found, it is made again from {@code files}, whose equality
    * deletes apply to the rewritten rows as well (a rewrite keeps its starting sequence number).
    *
+   * <p>A commit that raises is read back from the table's metadata ({@link CommitLanding}): if it
+   * landed all the same, its snapshot is the answer; the position deletes written for a resolved
+   * commit are removed only when it did not.
+   *
    * <p>{@code tableProps} are set in the same metadata commit (a transaction), so they can never
    * disagree with the snapshot: the sink mirrors its offsets there, where someone else's
    * snapshot expiry cannot remove them.
@@ -160,26 +183,41 @@ public final class SinkWriter {
       CommitDeletes.AtCommit resolved,
       Map<String, String> summary,
       long baseSnapshotId,
-      Map<String, String> tableProps,
-      int retain) {
+      Map<String, String> tableProps) {
     if (resolved != null) {
       try {
-        long id =
-            commitOnce(table, branch, resolved, resolved.files(), summary, baseSnapshotId, tableProps, retain);
+        long id = commitOnce(table, branch, resolved, resolved.files(), summary, baseSnapshotId, tableProps);
         resolved.dropReplaced(table);
         return id;
-      } catch (ValidationException | IllegalArgumentException e) {
-        // Replaced under the positions, or the table went from v2 to v3 since they were written (it
-        // then refuses position delete files): the equality deletes need neither.
-        resolved.dropWritten(table);
       } catch (CommitStateUnknownException e) {
         throw e; // the files may be in the table now: orphan removal decides later, from the metadata
       } catch (RuntimeException e) {
-        resolved.dropWritten(table);
-        throw e;
+        CommitLanding.Found found = CommitLanding.find(table, branch, baseSnapshotId, resolved.files(), summary);
+        if (found.landed()) {
+          LOG.warn("commit to {} raised, but landed as snapshot {}: it stands", table.name(), found.snapshotId(), e);
+          resolved.dropReplaced(table);
+          return found.snapshotId();
+        }
+        CommitLanding.removeUnlanded(table, found, resolved.written(), "a commit carrying position deletes");
+        if (!(e instanceof ValidationException) && !(e instanceof IllegalArgumentException)) {
+          throw e;
+        }
+        // Replaced under the positions, or the table went from v2 to v3 since they were written (it
+        // then refuses position delete files): the equality deletes need neither.
       }
     }
-    return commitOnce(table, branch, null, files, summary, baseSnapshotId, tableProps, retain);
+    try {
+      return commitOnce(table, branch, null, files, summary, baseSnapshotId, tableProps);
+    } catch (CommitStateUnknownException e) {
+      throw e;
+    } catch (RuntimeException e) {
+      CommitLanding.Found found = CommitLanding.find(table, branch, baseSnapshotId, files, summary);
+      if (found.landed()) {
+        LOG.warn("commit to {} raised, but landed as snapshot {}: it stands", table.name(), found.snapshotId(), e);
+        return found.snapshotId();
+      }
+      throw e;
+    }
   }
 
   private static long commitOnce(
@@ -189,8 +227,7 @@ public final class SinkWriter {
       List<ContentFile<?>> files,
       Map<String, String> summary,
       long baseSnapshotId,
-      Map<String, String> tableProps,
-      int retain) {
+      Map<String, String> tableProps) {
     Transaction txn = CommittedOperations.newTransaction(table);
     RowDelta delta = txn.newRowDelta().scanManifestsWith(IN_THIS_THREAD);
     for (ContentFile<?> file : files) {
@@ -225,16 +262,13 @@ public final class SinkWriter {
       tableProps.forEach(props::set);
       props.commit();
     }
-    if (retain > 0) {
-      // Every snapshot older than the newest ``retain`` of main goes (other refs keep theirs); in a
-      // transaction the files they alone reference are deleted only once it committed.
-      txn.expireSnapshots().expireOlderThan(Long.MAX_VALUE).retainLast(retain).commit();
-    }
     // On a conflict the transaction re-applies the RowDelta to fresh metadata, validation included.
     txn.commitTransaction();
+    // The transaction's own view: the table's head may already be a later writer's snapshot.
+    Table committed = txn.table();
+    long id = (branch == null ? committed.currentSnapshot() : committed.snapshot(branch)).snapshotId();
     table.refresh();
-    Snapshot head = branch == null ? table.currentSnapshot() : table.snapshot(branch);
-    return head.snapshotId();
+    return id;
   }
 
   /**
