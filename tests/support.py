@@ -24,6 +24,8 @@ from tabletopic.consume.group_offsets import committed_offsets
 from tabletopic.demo.broker import create_topic as create_topic_async
 from tabletopic.demo.lake_servers import duckdb_offline
 from tabletopic.kafka_clients import KafkaClients
+from tabletopic.ops.table_integrity import check_table
+from tabletopic.write.pyiceberg_catalog import open_catalog_table
 from tabletopic.write.spark_session import SparkRuntime
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -215,6 +217,12 @@ class Warehouse:
     def exists(self, name: str) -> bool:
         catalog = self.spark.iceberg_catalog(self.catalog)
         return bool(catalog.tableExists(self.spark.jvm.org.apache.iceberg.catalog.TableIdentifier.parse(name)))
+
+    def assert_intact(self, table: str) -> None:
+        """Every file the table's head snapshots name is in storage at its recorded size (read by pyiceberg,
+        not by the JVM that wrote them): what ``tabletopic verify`` checks."""
+        report = check_table(open_catalog_table(self.catalog, self.props, table), table)
+        assert report.intact, "\n".join(report.describe())
 
     def sql(self, query: str) -> list[Any]:
         """Run ``query`` with ``{c}`` standing for this warehouse's catalog name."""

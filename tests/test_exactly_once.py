@@ -151,6 +151,7 @@ def test_two_topics_two_tables_survive_two_sigkills(bootstrap: str, warehouse: W
 
     con = duckdb_connection()
     for kind, table in tables.items():
+        warehouse.assert_intact(table)
         expected = [r for s in streams for r in s.expected[kind]]
         want = _aggregates(expected)
         spark_row = warehouse.sql(

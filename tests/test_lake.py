@@ -149,6 +149,8 @@ def test_append_and_upsert_tables_on_s3_survive_a_sigkill(lake: Lake, bootstrap:
     wait_until(all_committed, 240, "every record committed after the restart", daemon)
     assert daemon.terminate() == 0, daemon.output()[-3000:]
 
+    for table in tables.values():
+        reader.assert_intact(table)
     want = streams.expected_append()
     want = (want[0] + 1, want[1] + 1, *want[2:])  # and the foreign row (id -1, zeros)
     got = reader.sql(f"SELECT count(*), count(DISTINCT id), sum(h), sum(amount) FROM {{c}}.{tables['append']}")[0]

@@ -97,6 +97,7 @@ def wait_logged(warehouse: Warehouse, daemon: DaemonProcess, group: str) -> None
 
 
 def assert_matches(warehouse: Warehouse, model: Model, what: str) -> None:
+    warehouse.assert_intact(TABLE)
     state = spark_state(warehouse, TABLE)
     wrong = sorted(k for k in set(state) ^ set(model.rows))[:10]
     wrong += sorted(k for k in state if k in model.rows and state[k] != model.rows[k])[:10]

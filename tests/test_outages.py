@@ -105,6 +105,7 @@ def test_a_catalog_outage_dead_letters_nothing_and_loses_nothing(bootstrap: str,
         assert daemon.terminate() == 0, daemon.output()[-3000:]
 
         for table, ids in rows.items():
+            reader.assert_intact(table)
             got = reader.sql(f"SELECT count(*), count(DISTINCT id), sum(id) FROM {{c}}.{table}")[0]
             assert tuple(int(v) for v in got) == (len(ids), len(ids), sum(ids)), table
         assert _end_offset(bootstrap, dlq) == 0, "a record was dead-lettered for an outage"

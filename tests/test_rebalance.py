@@ -62,6 +62,7 @@ def test_join_revoke_and_crash_keep_every_record_once(bootstrap: str, warehouse:
     assert b.terminate() == 0, b.output()[-3000:]
     assert '"partitions revoked", "level"' in a.output() or "partitions revoked" in a.output()
 
+    warehouse.assert_intact(table)
     count, distinct, low, high = warehouse.sql(
         f"SELECT count(*), count(DISTINCT id), min(id), max(id) FROM {{c}}.{table}")[0]
     assert (count, distinct, low, high) == (next_id, next_id, 0, next_id - 1)

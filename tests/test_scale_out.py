@@ -80,6 +80,8 @@ def test_three_daemons_killed_added_and_removed_keep_both_tables_exact(
     for daemon in running:
         assert daemon.terminate() == 0, daemon.output()[-3000:]
 
+    for table in groups:
+        warehouse.assert_intact(table)
     count, distinct, checksum = warehouse.sql("SELECT count(*), count(DISTINCT id), sum(id) FROM {c}.chaos.events")[0]
     assert (count, distinct, checksum) == (total, total, total * (total - 1) // 2)
     latest = {r.k: r.v for r in warehouse.rows("chaos.latest", "k, v")}

@@ -100,6 +100,7 @@ def test_fifty_topics_become_their_tables_a_new_one_too_and_survive_a_sigkill_mi
     assert daemon.terminate() == 0, daemon.output()[-3000:]
 
     for topic, table in tables.items():
+        warehouse.assert_intact(table)
         got = warehouse.sql(f"SELECT count(*), count(DISTINCT id), min(topic), max(topic) FROM {{c}}.{table}")[0]
         assert tuple(got) == (sent[topic], sent[topic], topic, topic), (table, f"{cut} tables had the wave")
     spec = str(warehouse.table(tables[named[0]]).spec())

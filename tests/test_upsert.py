@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -95,6 +97,7 @@ def _changes_with_sigkills(bootstrap: str, warehouse: Warehouse, tmp_path: Path,
         produce(bootstrap, topic, chunk[len(chunk) // 2:])
         wait_until(lambda: committed() == model.produced, 240, f"phase {number} committed", daemon)
         daemon.kill()
+        warehouse.assert_intact(table)
         state = spark_state(warehouse, table)
         wrong = {k: model.history.get(k) for k in set(state) ^ set(model.rows)}
         wrong |= {k: model.history.get(k) for k in state if k in model.rows and state[k] != model.rows[k]}
@@ -121,6 +124,28 @@ def test_a_v3_table_takes_deletion_vectors_through_sigkills(bootstrap: str, ware
     assert pyiceberg_state(bootstrap, connector, table) == model.rows
 
     assert_deletion_vectors_only(warehouse, table)
+    _verify_names_what_is_removed(tmp_path / "connector-0.properties", warehouse, table)
+
+
+def _verify_names_what_is_removed(connector_file: Path, warehouse: Warehouse, table: str) -> None:
+    """``tabletopic verify``: exit 0 on the healthy table; with a data file and a deletion vector of its
+    current snapshot removed by hand, exit 1 naming both."""
+    def verify() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "tabletopic.cli", "verify", str(connector_file)],
+                              capture_output=True, text=True, timeout=120)
+
+    healthy = verify()
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    assert "intact" in healthy.stdout and "deletion vector" in healthy.stdout, healthy.stdout
+    live = warehouse.sql(f"SELECT content, file_path FROM {{c}}.{table}.files")
+    data = next(r.file_path for r in live if r.content == 0)
+    vector = next(r.file_path for r in live if r.content == 1)
+    for path in (data, vector):
+        Path(path.removeprefix("file:")).unlink()
+    broken = verify()
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert f"missing: data file {data}" in broken.stdout, broken.stdout
+    assert f"missing: deletion vector {vector}" in broken.stdout, broken.stdout
 
 
 def test_upsert_semantics_across_rounds(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
@@ -215,6 +240,7 @@ def test_a_v2_table_upgraded_to_v3_while_the_sink_runs_takes_vectors_from_its_ne
     for batch in range(3):
         changes(500, f"batch {batch} after the upgrade")
     daemon.kill()
+    warehouse.assert_intact(table)
     assert spark_state(warehouse, table) == model.rows
     assert duckdb_state(warehouse, table) == model.rows
     assert pyiceberg_state(bootstrap, connector, table) == model.rows

@@ -6,6 +6,7 @@
     tabletopic maintain CONNECTOR [--worker WORKER.properties] [--table T] [--dry-run]
     tabletopic offsets CONNECTOR [--table T] [--by-table] [--set TOPIC:PARTITION=OFFSET ...] [--reset] [--url URL]
     tabletopic status [CONNECTOR] [--worker WORKER.properties] [--table T] [--url URL]
+    tabletopic verify CONNECTOR [--worker WORKER.properties] [--table T]
     tabletopic demo
     tabletopic keys
 """
@@ -272,6 +273,35 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Exit 0 when every file the tables' snapshots name is there at its size, 1 when one is not."""
+    from tabletopic.maintain.run_once import tables_of
+    from tabletopic.ops.table_integrity import check_table
+    from tabletopic.write.pyiceberg_catalog import CatalogNotSupported, open_table
+    try:
+        worker = parse_worker(load_config_file(args.worker) if args.worker else {})
+        config = parse_connector(load_config_file(args.connector), worker)
+        tables = tables_of(config, args.table)
+    except (ConfigError, ValueError) as exc:
+        print(f"tabletopic: {exc}", file=sys.stderr)
+        return exit_codes.CONFIG
+    intact = True
+    for name in tables:
+        try:
+            report = check_table(open_table(config, name), name)
+        except CatalogNotSupported as exc:
+            print(f"tabletopic: {exc}", file=sys.stderr)
+            return exit_codes.CONFIG
+        except Exception as exc:  # the table cannot be opened: say which, and go on with the others
+            print(f"table {name}: cannot be read: {exc}")
+            intact = False
+            continue
+        intact &= report.intact
+        for line in report.describe():
+            print(line)
+    return 0 if intact else 1
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from tabletopic.demo.run_demo import run_demo
     return run_demo(records=args.records, intervals=args.intervals, keep=args.keep, lake=args.lake)
@@ -329,6 +359,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--table", help="only this table (needed when the connector routes dynamically)")
     rest_options(p)
     p.set_defaults(func=cmd_status)
+    p = sub.add_parser("verify", help="check that every file the tables' current snapshots name exists, at "
+                       "its recorded size (no JVM); exit 1 naming each missing one")
+    p.add_argument("connector", help="the connector's file: its catalog and tables")
+    p.add_argument("--worker", help="worker file")
+    p.add_argument("--table", help="only this table (needed when the connector routes dynamically)")
+    p.set_defaults(func=cmd_verify)
     p = sub.add_parser("demo", help="bundled broker + sample clickstream + local warehouse, then query")
     p.add_argument("--records", type=int, default=20_000)
     p.add_argument("--intervals", type=int, default=3, help="commit intervals to run")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from tabletopic.config.catalog_settings import plan_catalog
 from tabletopic.config.connector import ConnectorConfig
 
 
@@ -25,17 +26,22 @@ class CatalogNotSupported(RuntimeError):
 
 
 def open_table(config: ConnectorConfig, name: str) -> Any:
-    props = dict(config.catalog_props)
-    kind = config.catalog.kind
+    return open_catalog_table(config.catalog_name, config.catalog_props, name)
+
+
+def open_catalog_table(catalog_name: str, catalog_props: dict[str, str], name: str) -> Any:
+    """Table ``name`` of the catalog that ``iceberg.catalog.*`` properties ``catalog_props`` describe."""
+    props = dict(catalog_props)
+    kind = plan_catalog(props).kind
     if kind == "hadoop":
         return _hadoop_table(props.get("warehouse", ""), name)
     from pyiceberg.catalog import load_catalog
     if kind == "rest":
-        catalog = load_catalog(config.catalog_name, **{**props, "type": "rest"})
+        catalog = load_catalog(catalog_name, **{**props, "type": "rest"})
     elif kind == "glue":
-        catalog = load_catalog(config.catalog_name, **{**props, "type": "glue"})
+        catalog = load_catalog(catalog_name, **{**props, "type": "glue"})
     elif kind == "jdbc":
-        catalog = load_catalog(config.catalog_name, **{**props, "type": "sql", "uri": _sqlalchemy_uri(props)})
+        catalog = load_catalog(catalog_name, **{**props, "type": "sql", "uri": _sqlalchemy_uri(props)})
     else:
         raise CatalogNotSupported(f"a {kind} catalog is read only through the JVM; run without --dry-run")
     return catalog.load_table(name)
