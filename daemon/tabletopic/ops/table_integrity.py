@@ -73,22 +73,24 @@ def check_table(table: Any, name: str) -> IntegrityReport:
             report.problems.append(FileProblem(str(ref.snapshot_id), "snapshot", f"ref {ref_name} names a missing"))
             continue
         report.heads[ref_name] = snapshot.snapshot_id
-        expected.setdefault(snapshot.manifest_list, Expected(snapshot.manifest_list, "manifest list", None))
         try:
             manifests = snapshot.manifests(io)
         except Exception as exc:  # missing or unreadable: a reader fails the same way
             report.problems.append(FileProblem(snapshot.manifest_list, "manifest list", _unreadable(exc)))
+            report.checked["manifest list"] += 1
             continue
+        expected.setdefault(snapshot.manifest_list, Expected(snapshot.manifest_list, "manifest list", None))
         for manifest in manifests:
             if manifest.manifest_path in manifests_seen:
                 continue
             manifests_seen.add(manifest.manifest_path)
-            expected[manifest.manifest_path] = Expected(manifest.manifest_path, "manifest", manifest.manifest_length)
             try:
                 entries = manifest.fetch_manifest_entry(io, discard_deleted=True)
             except Exception as exc:
                 report.problems.append(FileProblem(manifest.manifest_path, "manifest", _unreadable(exc)))
+                report.checked["manifest"] += 1
                 continue
+            expected[manifest.manifest_path] = Expected(manifest.manifest_path, "manifest", manifest.manifest_length)
             for entry in entries:
                 _expect(expected, entry.data_file)
     for kind_of in expected.values():
