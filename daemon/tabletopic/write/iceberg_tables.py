@@ -29,6 +29,7 @@ from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.partition_by import PartitionField
 from tabletopic.isolation import SystemUnavailable
 from tabletopic.offsets.source_offsets import Recorded, read_refreshed
+from tabletopic.write.column_conversion import ICEBERG_TYPE
 from tabletopic.write.parquet_encoding import ParquetLayout, layouts
 from tabletopic.write.spark_session import SparkRuntime
 
@@ -42,6 +43,10 @@ CREATED_TABLE_PROPS = {"format-version": "2", "write.metadata.delete-after-commi
 
 class TableError(RuntimeError):
     """A table cannot be used; the message names the table and what to do."""
+
+
+class TableMissing(TableError):
+    """The table does not exist, and auto-create is off."""
 
 
 class CatalogUnavailable(SystemUnavailable):
@@ -247,8 +252,8 @@ class IcebergTables:
             elif self._config.auto_create:
                 raise TableError(f"table {name} does not exist yet; it is created with the first record")
             else:
-                raise TableError(f"table {name} does not exist; create it, or set "
-                                 "iceberg.tables.auto-create-enabled=true")
+                raise TableMissing(f"table {name} does not exist; create it, or set "
+                                   "iceberg.tables.auto-create-enabled=true")
         except JAVA_ERRORS as exc:
             raise CatalogUnavailable(f"cannot load table {name}: {java_error_message(exc)}") from exc
         return self._handle(name, java)
@@ -349,7 +354,8 @@ class IcebergTables:
         by_arrow = encoder == "arrow" or (encoder == "auto" and self._spark.local)
         current = json.loads(self._spark.java_class("tabletopic.TableShapes").currentJson(
             java, json.dumps(self._config.write_props) if by_arrow else None))
-        arrow = to_arrow_schema(StructType.fromJson(json.loads(current["spark"])))
+        arrow = _with_iceberg_types(to_arrow_schema(StructType.fromJson(json.loads(current["spark"]))),
+                                    current.get("iceberg", {}))
         handle = TableHandle(name, java, arrow, int(current["schema_id"]), self._config.table(name).commit_branch)
         if by_arrow:
             handle.parquet, handle.delete_parquet = layouts(arrow, current["parquet"])
@@ -359,15 +365,17 @@ class IcebergTables:
 
     def _key(self, handle: TableHandle) -> None:
         """Resolve the id columns of a keyed table and the spec its equality deletes use."""
-        columns = self._config.table(handle.name).id_columns
         schema = handle.java.schema()
+        # Set ones win; else the table's identifier fields, as Iceberg's own writers take them.
+        columns = self._config.table(handle.name).id_columns or [str(c) for c in schema.identifierFieldNames()]
         missing = [c for c in columns if schema.findField(c) is None]
         if not columns or missing:
             have = [c.name() for c in schema.columns()]
+            why = "none are set, and the table has no identifier fields" if not columns else f"{missing} are not in it"
             raise TableError(
-                f"table {handle.name} cannot be upserted on id columns {columns}: "
-                f"{'none are configured' if not columns else f'{missing} are not in it'} (its columns: {have}); "
-                f"set iceberg.table.{handle.name}.id-columns or iceberg.tables.default-id-columns")
+                f"table {handle.name} cannot be upserted on id columns {columns}: {why} (its columns: {have}); set "
+                f"iceberg.table.{handle.name}.id-columns or iceberg.tables.default-id-columns, or the table's "
+                "identifier fields")
         handle.id_columns = list(columns)
         handle.equality_ids = [int(schema.findField(c).fieldId()) for c in columns]
         try:
@@ -384,7 +392,12 @@ class IcebergTables:
         if not len(schema):
             raise TableError(f"cannot create table {name}: the first records have no typed columns")
         schema = pa.schema([f.with_type(_null_free(f.type)) for f in schema])
-        id_columns = self._config.table(name).id_columns if self._config.table(name).keyed else []
+        keyed = self._config.table(name).keyed
+        id_columns = self._config.table(name).id_columns if keyed else []
+        if keyed and not id_columns:
+            raise TableError(f"cannot create table {name} for upsert or CDC: no id columns are set; set "
+                             f"iceberg.table.{name}.id-columns or iceberg.tables.default-id-columns (a table "
+                             "that exists may name its identifier fields instead)")
         if id_columns:
             # Identifier fields must be required columns.
             missing = [c for c in id_columns if c not in schema.names]
@@ -451,3 +464,19 @@ class IcebergTables:
                     f"(columns: {[c.name() for c in iceberg_schema.columns()]}); fix its partition-by"
                 ) from exc
         return builder.build()
+
+
+def _with_iceberg_types(schema: pa.Schema, hidden: dict[str, str]) -> pa.Schema:
+    """``schema`` with the Iceberg type of each column whose Arrow type does not tell it (a uuid is a string,
+    a fixed a binary) in the field's metadata, for :mod:`tabletopic.write.column_conversion`."""
+    if not hidden:
+        return schema
+
+    def mark(field: pa.Field, path: str) -> pa.Field:
+        if path in hidden:
+            return field.with_metadata({**(field.metadata or {}), ICEBERG_TYPE: hidden[path].encode()})
+        if pa.types.is_struct(field.type):
+            return field.with_type(pa.struct([mark(child, f"{path}.{child.name}") for child in field.type]))
+        return field
+
+    return pa.schema([mark(field, field.name) for field in schema], metadata=schema.metadata)

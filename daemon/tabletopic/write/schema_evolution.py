@@ -10,8 +10,12 @@ With ``iceberg.tables.evolve-schema-enabled`` a record may bring:
   unless it is an id column of an upsert or CDC table. Iceberg keeps identifier fields
   required, and a record whose key is null fails on its own instead.
 
-Each is a metadata-only change (``UpdateSchema``); no data file is rewritten.  Anything
-else that cannot be cast safely, such as a string arriving in a long column, is an
+Records without a schema (JSON with ``schemas.enable=false``) add fields only, as the Java sink
+does for a map: their types are what JSON happened to hold, so a column keeps its type and each
+value is converted to it (:mod:`tabletopic.write.column_conversion`).
+
+Each is a metadata-only change (``UpdateSchema``); no data file is rewritten.  A field whose
+values no conversion takes into the column (a boolean into a long column) is an
 :class:`EvolutionError` naming the table, the field and both types.
 """
 
@@ -23,6 +27,8 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_type
+
+from tabletopic.write.column_conversion import converts, iceberg_type_of
 
 
 class EvolutionError(ValueError):
@@ -44,17 +50,18 @@ _FLOAT_RANK = {pa.float16(): 1, pa.float32(): 2, pa.float64(): 3}
 
 
 def plan(table_schema: pa.Schema, record_schema: pa.Schema, table: str,
-         case_insensitive: bool = False, identifiers: Collection[str] = ()) -> list[Change]:
+         case_insensitive: bool = False, identifiers: Collection[str] = (), schemaless: bool = False) -> list[Change]:
     """The changes that let ``record_schema`` rows into a table of ``table_schema``; the
-    ``identifiers`` (its id columns) stay required."""
+    ``identifiers`` (its id columns) stay required. ``schemaless`` records only add fields."""
     changes: list[Change] = []
     _struct(list(table_schema), list(record_schema), (), table, case_insensitive, changes, top_level=True,
-            required=set(identifiers))
+            required=set(identifiers), schemaless=schemaless)
     return changes
 
 
 def _struct(table_fields: list[pa.Field], record_fields: list[pa.Field], path: tuple[str, ...], table: str,
-            case_insensitive: bool, changes: list[Change], top_level: bool, required: Collection[str] = ()) -> None:
+            case_insensitive: bool, changes: list[Change], top_level: bool, required: Collection[str] = (),
+            schemaless: bool = False) -> None:
     by_name = {f.name.lower() if case_insensitive else f.name: f for f in table_fields}
     for field in record_fields:
         if pa.types.is_null(field.type):
@@ -64,31 +71,34 @@ def _struct(table_fields: list[pa.Field], record_fields: list[pa.Field], path: t
             changes.append(Change("add", (*path, field.name), field.type))
             continue
         here = (*path, existing.name)
-        if top_level and field.nullable and not existing.nullable and existing.name not in required:
+        if top_level and field.nullable and not existing.nullable and existing.name not in required \
+                and not schemaless:
             changes.append(Change("optional", here))
-        _field(existing.type, field.type, here, table, case_insensitive, changes)
+        _field(existing, field.type, here, table, case_insensitive, changes, schemaless)
 
 
-def _field(have: pa.DataType, want: pa.DataType, path: tuple[str, ...], table: str, case_insensitive: bool,
-           changes: list[Change]) -> None:
+def _field(existing: pa.Field, want: pa.DataType, path: tuple[str, ...], table: str, case_insensitive: bool,
+           changes: list[Change], schemaless: bool) -> None:
+    have = existing.type
     if have == want:
         return
     if pa.types.is_struct(have) and pa.types.is_struct(want):
-        _struct(list(have), list(want), path, table, case_insensitive, changes, top_level=False)
+        _struct(list(have), list(want), path, table, case_insensitive, changes, top_level=False,
+                schemaless=schemaless)
         return
     if pa.types.is_list(have) and (pa.types.is_list(want) or pa.types.is_large_list(want)):
-        _field(have.value_type, want.value_type, (*path, "element"), table, case_insensitive, changes)
+        _field(have.value_field, want.value_type, (*path, "element"), table, case_insensitive, changes, schemaless)
         return
-    widened = _widen(have, want)
+    widened = None if schemaless else _widen(have, want)
     if widened is not None:
         if widened != have:
             changes.append(Change("widen", path, widened))
         return
-    if _castable(want, have):
+    if converts(want, have, iceberg_type_of(existing)):
         return
     raise EvolutionError(f"table {table}: field {'.'.join(path)} is {have} in the table but {want} in the record, "
-                         "which cannot be evolved (only new fields, int to long, float to double and higher decimal "
-                         "precision are)")
+                         "which neither evolves (new fields, int to long, float to double and higher decimal "
+                         "precision do) nor converts (docs/tables.md lists the conversions)")
 
 
 def _widen(have: pa.DataType, want: pa.DataType) -> pa.DataType | None:
@@ -102,17 +112,6 @@ def _widen(have: pa.DataType, want: pa.DataType) -> pa.DataType | None:
     if pa.types.is_decimal(have) and pa.types.is_decimal(want) and have.scale == want.scale:
         return pa.decimal128(want.precision, want.scale) if want.precision > have.precision else have
     return None
-
-
-def _castable(source: pa.DataType, target: pa.DataType) -> bool:
-    """Casts that conform applies without evolving: ISO strings to timestamps, anything to string."""
-    if pa.types.is_string(target) or pa.types.is_large_string(target):
-        return True
-    if pa.types.is_timestamp(target) and (pa.types.is_string(source) or pa.types.is_timestamp(source)):
-        return True
-    if pa.types.is_date(target) and pa.types.is_date(source):
-        return True
-    return pa.types.is_binary(target) and pa.types.is_binary(source)
 
 
 def apply(jvm: Any, table: Any, changes: list[Change]) -> None:

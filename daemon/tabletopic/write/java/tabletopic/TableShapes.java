@@ -8,6 +8,8 @@ import org.apache.iceberg.catalog.Catalog;
 import org.apache.iceberg.catalog.TableIdentifier;
 import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.iceberg.spark.SparkSchemaUtil;
+import org.apache.iceberg.types.Type;
+import org.apache.iceberg.types.Types;
 import org.apache.iceberg.util.JsonUtil;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
@@ -34,19 +36,37 @@ public final class TableShapes {
   }
 
   /**
-   * {@code {"schema_id": n, "spark": "<the current schema as a Spark struct type's JSON>", "parquet":
-   * {...}}}, the last as {@link EncodedParquet#layout} gives it for write properties {@code
-   * writePropsJson} (a JSON object of strings); without "parquet" when {@code writePropsJson} is null
-   * (Iceberg's writer encodes the table's files).
+   * {@code {"schema_id": n, "spark": "<the current schema as a Spark struct type's JSON>", "iceberg":
+   * {"<dotted path>": "uuid" | "fixed[L]"}, "parquet": {...}}}, the last as {@link
+   * EncodedParquet#layout} gives it for write properties {@code writePropsJson} (a JSON object of
+   * strings); without "parquet" when {@code writePropsJson} is null (Iceberg's writer encodes the
+   * table's files). "iceberg" names the columns whose type Spark's does not tell (a uuid is a string
+   * there, a fixed a binary): their values are checked against it before they are written.
    */
   public static String currentJson(Table table, String writePropsJson) throws IOException {
     Schema schema = table.schema();
     ObjectNode out = JsonUtil.mapper().createObjectNode();
     out.put("schema_id", schema.schemaId());
     out.put("spark", SparkSchemaUtil.convert(schema).json());
+    ObjectNode hidden = out.putObject("iceberg");
+    hiddenTypes(schema.asStruct(), "", hidden);
     if (writePropsJson != null) {
       out.set("parquet", EncodedParquet.layout(table, schema, SinkWriter.stringMap(writePropsJson)));
     }
     return JsonUtil.mapper().writeValueAsString(out);
+  }
+
+  private static void hiddenTypes(Types.StructType struct, String prefix, ObjectNode out) {
+    for (Types.NestedField field : struct.fields()) {
+      Type type = field.type();
+      String path = prefix + field.name();
+      if (type.typeId() == Type.TypeID.UUID) {
+        out.put(path, "uuid");
+      } else if (type.typeId() == Type.TypeID.FIXED) {
+        out.put(path, "fixed[" + ((Types.FixedType) type).length() + "]");
+      } else if (type.isStructType()) {
+        hiddenTypes(type.asStructType(), path + ".", out);
+      }
+    }
   }
 }
