@@ -95,12 +95,14 @@ def test_incompatible_change_names_table_field_and_types(bootstrap: str, spark: 
 
 
 def test_a_schema_change_that_races_another_commit_is_planned_again(spark: SparkRuntime, warehouse: Warehouse) -> None:
+    import numpy as np
     import pyarrow as pa
     from prometheus_client import CollectorRegistry
 
     from tabletopic.buffer.partition_ledger import PartitionLedger
     from tabletopic.config.connector import parse_connector
     from tabletopic.config.worker import parse_worker
+    from tabletopic.convert.records import SinkRecords
     from tabletopic.observe.metrics import SinkMetrics
     from tabletopic.write.file_writer import FileWriter
     from tabletopic.write.iceberg_tables import IcebergTables
@@ -116,6 +118,8 @@ def test_a_schema_change_that_races_another_commit_is_planned_again(spark: Spark
     warehouse.table("race.t").updateProperties().set("touched", "yes").commit()
     writer = SinkWriter(tables, FileWriter(spark, {}), SinkMetrics(CollectorRegistry(), "race"), 1 << 20, False,
                         PartitionLedger(lambda _: {}), evolve_schema=True)
-    evolved = writer._evolve(handle, pa.schema([pa.field("id", pa.int64()), pa.field("note", pa.string())]))
+    rows = pa.table({"id": pa.array([1], pa.int64()), "note": pa.array(["x"], pa.string())})
+    evolved = writer._evolve(handle, SinkRecords("t", 0, rows, np.zeros(1, np.int64), np.zeros(1, np.int64),
+                                                 np.zeros(1, np.int64)))
     assert evolved.arrow_schema.names == ["id", "note"]
     assert warehouse.table("race.t").properties().get("touched") == "yes"

@@ -4,8 +4,8 @@ Pure: no table, no JVM, no broker. What comes out is, for each table, the rows t
 conform to it (``SinkTask`` shapes them to the table and buffers them) and, for every
 record that could not be staged, a :class:`RecordFailure` for ``errors.tolerance``.
 Every record ends in exactly one of the two, or is left out by a documented rule
-(a tombstone for an append table, a record no ``route-regex`` matches); the fuzz tests
-hold it to that.
+(a tombstone for an append table, a record no ``route-regex`` matches, one dynamic
+routing cannot place: ``unrouted``); the fuzz tests hold it to that.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.convert.change_kind import ChangeKinds
 from tabletopic.convert.converter import Converter, load_converter
-from tabletopic.convert.key_rows import key_columns, tombstone_deletes
+from tabletopic.convert.key_rows import tombstone_deletes
 from tabletopic.convert.records import RawRecords, SinkRecords
 from tabletopic.failed_records import RecordFailure
 from tabletopic.isolation import apply_isolating, convert_isolating
@@ -32,6 +32,7 @@ class Staged:
     failures: list[RecordFailure] = field(default_factory=list)
     changes: dict[str, list[SinkRecords]] = field(default_factory=dict)  # by table, in routing order
     tombstones: list[int] = field(default_factory=list)  # null values, or values that convert to null
+    unrouted: list[int] = field(default_factory=list)  # left out: dynamic routing found no route value
 
 
 def payload_sizes(payloads: list[bytes | None]) -> np.ndarray:
@@ -77,6 +78,7 @@ class Staging:
                 route = functools.partial(self.router.route, tombstones=tombstones)
                 for routed in apply_isolating(route, records, failed("route")):
                     failures.extend(RecordFailure("route", f.index, f.reason) for f in routed.failures)
+                    staged.unrouted.extend(routed.unrouted)
                     for table, subset in routed.by_table.items():
                         staged.changes.setdefault(table, []).extend(self._changes(table, subset, tombstones,
                                                                                   failures))
@@ -115,8 +117,8 @@ class Staging:
             stamps = np.asarray(raw.timestamps, dtype=np.int64)
             for part in result.parts:
                 rows = position[part.indexes]
-                out.append((SinkRecords(raw.topic, raw.partition, part.table, offsets[rows], stamps[rows], rows),
-                            False))
+                out.append((SinkRecords(raw.topic, raw.partition, part.table, offsets[rows], stamps[rows], rows,
+                                        schemaless=part.schemaless), False))
         absent = sorted(tombstones) if self.config.may_key else []
         if absent:
             # After the values: they may create the table these deletes apply to. The buffer
@@ -134,7 +136,7 @@ class Staging:
         settings = self.config.table(table)
         if tombstones:
             # A tombstone deletes its key from a keyed table; in an append table it carries nothing.
-            return [key_columns(records, settings.id_columns)] if settings.keyed else []
+            return [records] if settings.keyed else []
         if not settings.keyed:
             return [records]
         kinds = self._change_kinds.get(settings.cdc_field)

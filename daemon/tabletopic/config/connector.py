@@ -77,6 +77,8 @@ class ConnectorConfig:
     evolve_schema: bool
     force_optional: bool
     case_insensitive: bool
+    strict_values: bool  # tabletopic.values.strict: refuse what the Java sink's conversions would change
+    skip_unroutable: bool  # tabletopic.routing.unroutable=skip: a record dynamic routing cannot place is left out
     upsert_mode: bool
     cdc_field: str | None
     auto_create_props: dict[str, str]
@@ -231,13 +233,6 @@ def _check_tables(values: dict[str, Any], props: Mapping[str, str], out: Parsed)
                 out.problems.append(Problem(key, value, message))
         if key.startswith(TABLE_PREFIX) and key.endswith((".upsert-mode-enabled", ".external-compaction")):
             parse_value(Key(key, KeyType.BOOLEAN, False, ""), value, out)  # told as any boolean key is
-    for name in tables or []:
-        own = prefixed(props, f"{TABLE_PREFIX}{name}.")
-        upsert, cdc = _change_keys(own, values["iceberg.tables.upsert-mode-enabled"],
-                                   values["iceberg.tables.cdc-field"])
-        if (upsert or cdc) and not own.get("id-columns", props.get("iceberg.tables.default-id-columns")):
-            out.problems.append(Problem("iceberg.tables.default-id-columns", None,
-                                        f"upsert and CDC need id columns; none are set for table {name}"))
 
 
 def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> ConnectorConfig:
@@ -254,10 +249,15 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
     _check_unknown(props, out)
     round_ms = values["iceberg.control.commit.interval-ms"] + values["iceberg.control.commit.timeout-ms"]
     if values["tabletopic.maintenance.orphans.older-than-ms"] < 6 * round_ms:
-        out.problems.append(Problem("tabletopic.maintenance.orphans.older-than-ms",
-                                    values["tabletopic.maintenance.orphans.older-than-ms"],
-                                    f"must be at least 6 commit rounds ({6 * round_ms} ms): files wait up to half "
-                                    "of it for their commit"))
+        # Safe either way: a file that waited for half the guard is never committed (its records are read
+        # again), so orphan removal never takes a file on its way to a snapshot. A long timeout (the Iceberg
+        # connector's tests set Integer.MAX_VALUE) only makes a round that really waits so long read again.
+        out.warnings.append(
+            f"tabletopic.maintenance.orphans.older-than-ms={values['tabletopic.maintenance.orphans.older-than-ms']} "
+            f"is less than 6 commit rounds of iceberg.control.commit.interval-ms + timeout-ms ({6 * round_ms} ms): "
+            "a round that takes more than half of it has its files refused and its records read again, so that "
+            "orphan removal never takes a file on its way to a snapshot; raise older-than-ms if rounds may take "
+            "that long")
     if values["errors.deadletterqueue.topic.name"] and values["errors.tolerance"] != "all":
         out.warnings.append("errors.deadletterqueue.topic.name is set but errors.tolerance=none: "
                             "failed records stop the connector and never reach the dead-letter topic")
@@ -293,6 +293,8 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
         evolve_schema=values["iceberg.tables.evolve-schema-enabled"] or table_topic,
         force_optional=values["iceberg.tables.schema-force-optional"],
         case_insensitive=values["iceberg.tables.schema-case-insensitive"],
+        strict_values=values["tabletopic.values.strict"],
+        skip_unroutable=values["tabletopic.routing.unroutable"] == "skip",
         upsert_mode=values["iceberg.tables.upsert-mode-enabled"],
         cdc_field=values["iceberg.tables.cdc-field"],
         auto_create_props=prefixed(props, AUTO_CREATE_PREFIX),

@@ -101,6 +101,19 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "Make every column optional when creating or evolving tables."),
     Key("iceberg.tables.schema-case-insensitive", KeyType.BOOLEAN, False,
         "Match record fields to table columns ignoring case."),
+    Key("tabletopic.routing.unroutable", KeyType.STRING, "skip",
+        "A record dynamic routing cannot send to a table: its route field is null or absent, or it names a table "
+        "that does not exist while auto-create is off. skip, as the Iceberg sink does: it is left out, counted "
+        "in tabletopic_skipped_records_total and logged once per table name. fail: it fails as a bad record, and "
+        "errors.tolerance decides (with all it goes to the dead-letter topic). A table that iceberg.tables names "
+        "must exist (or be auto-created) either way.",
+        allowed=("skip", "fail")),
+    Key("tabletopic.values.strict", KeyType.BOOLEAN, False,
+        "false: a value goes into a column of another type by the Iceberg sink's (Java) rules, which change "
+        "some values: a fraction into an int or long column is cut, a number past the column's range wraps "
+        "(a long) or stops at the range's end (a double), and a string other than true (in any case) into a "
+        "boolean column is false. true: those records fail instead (errors.tolerance decides). docs/tables.md "
+        "lists every conversion."),
     Key("iceberg.tables.upsert-mode-enabled", KeyType.BOOLEAN, False,
         "Upsert on the id columns: each record replaces the row with its key."),
     Key("iceberg.tables.cdc-field", KeyType.STRING, None,

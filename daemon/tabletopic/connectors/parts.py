@@ -31,6 +31,7 @@ from tabletopic.sink_task import SinkTask
 from tabletopic.staging import Staging
 from tabletopic.start_positions import StartPositions, table_reader
 from tabletopic.system_outages import SystemOutages
+from tabletopic.write.column_conversion import ConversionRules
 from tabletopic.write.file_writer import FileWriter
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.sink_writer import SinkWriter
@@ -73,7 +74,7 @@ def build_sink(config: ConnectorConfig, worker: WorkerConfig, clients: KafkaClie
     ledger = PartitionLedger(lambda table: read_table(table).offsets)
     writer = SinkWriter(tables, FileWriter(spark, config.write_props, metrics), metrics, config.buffer_flush_bytes,
                         config.case_insensitive, ledger, config.evolve_schema, config.write_parallelism,
-                        config.commit_threads)
+                        config.commit_threads, ConversionRules(strict=config.strict_values))
     maintainer = Maintainer(config.name, config.group_id, tables, config.maintenance, metrics,
                             lambda: {*tables.known(), *(config.tables or [])},
                             enabled=lambda table: config.maintenance.enabled_for(config.table(table).keyed),

@@ -26,6 +26,9 @@ class Converted:
 
     table: pa.Table
     indexes: np.ndarray
+    # Values without a schema (JSON with schemas.enable=false): their types are what the payload held, so
+    # a table's column keeps its own type and converts them (no type is promoted for them).
+    schemaless: bool = False
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ class ConvertResult:
         """This result of converting a subset, as positions of the whole (``positions[i]`` for item
         ``i``), with ``failures`` of the items left out of the subset."""
         where = np.asarray(positions, dtype=np.int64)
-        out = ConvertResult([Converted(p.table, where[p.indexes]) for p in self.parts],
+        out = ConvertResult([Converted(p.table, where[p.indexes], p.schemaless) for p in self.parts],
                             [Failure(int(where[f.index]), f.reason) for f in self.failures] + list(failures),
                             [int(where[i]) for i in self.nulls])
         out.failures.sort(key=lambda f: f.index)

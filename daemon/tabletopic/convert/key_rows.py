@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from tabletopic.convert.converter import ConvertResult, Failure
 from tabletopic.convert.records import DELETE, RawRecords, SinkRecords
@@ -36,8 +37,8 @@ def tombstone_deletes(raw: RawRecords, positions: list[int],
     return out, failures
 
 
-def key_columns(deletes: SinkRecords, id_columns: list[str]) -> SinkRecords:
+def key_columns(keys: pa.Table, id_columns: list[str]) -> pa.Table:
     """Name a plain key's one column after the table's single id column; keys with fields keep theirs."""
-    if deletes.value.column_names != ["value"] or len(id_columns) != 1:
-        return deletes
-    return deletes.with_value(deletes.value.rename_columns(id_columns))
+    if keys.column_names != ["value"] or len(id_columns) != 1:
+        return keys
+    return keys.rename_columns(id_columns)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -40,20 +40,23 @@ class SinkRecords:
     rows: np.ndarray  # positions in the RawRecords this came from
     # Change kind per row for keyed (upsert/CDC) tables: UPSERT or DELETE; empty means all UPSERT.
     ops: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
+    # Values that came without a schema (see convert.converter.Converted.schemaless).
+    schemaless: bool = False
 
     def __len__(self) -> int:
         return self.value.num_rows
 
     def take(self, mask: np.ndarray) -> SinkRecords:
         """The rows where ``mask`` is true."""
-        return SinkRecords(self.topic, self.partition, self.value.filter(pa.array(mask)), self.offsets[mask],
-                           self.timestamps[mask], self.rows[mask], self.ops[mask] if len(self.ops) else self.ops)
+        return replace(self, value=self.value.filter(pa.array(mask)), offsets=self.offsets[mask],
+                       timestamps=self.timestamps[mask], rows=self.rows[mask],
+                       ops=self.ops[mask] if len(self.ops) else self.ops)
 
     def with_value(self, value: pa.Table) -> SinkRecords:
-        return SinkRecords(self.topic, self.partition, value, self.offsets, self.timestamps, self.rows, self.ops)
+        return replace(self, value=value)
 
     def with_ops(self, ops: np.ndarray) -> SinkRecords:
-        return SinkRecords(self.topic, self.partition, self.value, self.offsets, self.timestamps, self.rows, ops)
+        return replace(self, ops=ops)
 
     def op_array(self) -> np.ndarray:
         return self.ops if len(self.ops) else np.full(len(self), UPSERT, dtype=np.int8)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -21,10 +22,12 @@ import structlog
 from tabletopic.buffer.partition_ledger import PartitionLedger, Raised
 from tabletopic.buffer.table_buffer import Drained, TableBuffer
 from tabletopic.convert.converter import Failure
+from tabletopic.convert.key_rows import key_columns
 from tabletopic.convert.records import UPSERT, SinkRecords
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.arrow_conform import ConformError, conform
+from tabletopic.write.column_conversion import JAVA_RULES, ConversionRules
 from tabletopic.write.file_writer import FileWriter, WrittenFiles
 from tabletopic.write.iceberg_tables import (
     JAVA_ERRORS,
@@ -34,6 +37,7 @@ from tabletopic.write.iceberg_tables import (
     TableHandle,
     java_error_message,
 )
+from tabletopic.write.new_columns import new_column_types
 from tabletopic.write.schema_evolution import EvolutionError, plan
 from tabletopic.write.schema_evolution import apply as apply_changes
 from tabletopic.write.write_result import TableFiles, WriteResult
@@ -45,7 +49,8 @@ _EVOLVE_ATTEMPTS = 5
 class SinkWriter:
     def __init__(self, tables: IcebergTables, writer: FileWriter, metrics: SinkMetrics,
                  flush_bytes: int, case_insensitive: bool, ledger: PartitionLedger,
-                 evolve_schema: bool = False, parallelism: int = 1, open_parallelism: int = 1) -> None:
+                 evolve_schema: bool = False, parallelism: int = 1, open_parallelism: int = 1,
+                 rules: ConversionRules = JAVA_RULES) -> None:
         self._tables = tables
         self._writer = writer
         self._metrics = metrics
@@ -55,6 +60,7 @@ class SinkWriter:
         self._evolve_schema = evolve_schema
         self._parallelism = parallelism
         self._open_parallelism = open_parallelism  # catalog calls, like the commits' pool
+        self._rules = rules  # how a value goes into a column of another type
         self.buffers: dict[str, TableBuffer] = {}
         self._pending: dict[str, list[WrittenFiles]] = {}
         self._write_lock = asyncio.Lock()
@@ -91,7 +97,7 @@ class SinkWriter:
         def open_sync(table: str, first: SinkRecords | None, unread: bool) -> dict[TopicPartition, int] | None:
             if first is not None:
                 try:
-                    self._tables.get(table, first.value.schema)
+                    self._tables.get(table, _column_types(first))
                 except TableError:
                     return None
             # A thousand new tables' reads, one py4j call each, held the event loop for seconds.
@@ -116,11 +122,11 @@ class SinkWriter:
         ops = records.op_array()
         if not (ops == UPSERT).any() and table not in self._tables.known() and not self._tables.exists(table):
             return [], []  # deleting keys from a table that does not exist yet changes nothing
-        handle = self._tables.get(table, records.value.schema)
+        handle = self._tables.get(table, None if self._tables.loaded(table) else _column_types(records))
         failures: list[Failure] = []
         if self._evolve_schema and (ops == UPSERT).any():
             try:
-                handle = self._evolve(handle, records.value.schema)
+                handle = self._evolve(handle, records)
             except EvolutionError as exc:
                 return [], [Failure(int(r), str(exc)) for r in records.rows]
         if not handle.keyed:
@@ -133,21 +139,26 @@ class SinkWriter:
             parts += self._conform_keys(handle, records.take(~upserts), failures)
         parts = [self._without_null_keys(handle, p, failures) for p in parts]
         if len(parts) > 1:  # deletes and upserts were conformed apart; restore offset order
-            merged = SinkRecords(records.topic, records.partition,
-                                 pa.concat_tables([p.value for p in parts]),
-                                 np.concatenate([p.offsets for p in parts]),
-                                 np.concatenate([p.timestamps for p in parts]),
-                                 np.concatenate([p.rows for p in parts]),
-                                 np.concatenate([p.op_array() for p in parts]))
+            merged = replace(records, value=pa.concat_tables([p.value for p in parts]),
+                             offsets=np.concatenate([p.offsets for p in parts]),
+                             timestamps=np.concatenate([p.timestamps for p in parts]),
+                             rows=np.concatenate([p.rows for p in parts]),
+                             ops=np.concatenate([p.op_array() for p in parts]))
             order = np.argsort(merged.offsets, kind="stable")
-            parts = [SinkRecords(merged.topic, merged.partition, merged.value.take(pa.array(order)),
-                                 merged.offsets[order], merged.timestamps[order], merged.rows[order],
-                                 merged.ops[order])]
+            parts = [replace(merged, value=merged.value.take(pa.array(order)), offsets=merged.offsets[order],
+                             timestamps=merged.timestamps[order], rows=merged.rows[order], ops=merged.ops[order])]
         return [p for p in parts if len(p)], failures
 
-    def _evolve(self, handle: TableHandle, schema: pa.Schema) -> TableHandle:
+    def _evolve(self, handle: TableHandle, records: SinkRecords) -> TableHandle:
+        schema = records.value.schema
         for attempt in range(1, _EVOLVE_ATTEMPTS + 1):
-            changes = plan(handle.arrow_schema, schema, handle.name, self._case_insensitive, handle.id_columns)
+            changes = plan(handle.arrow_schema, schema, handle.name, self._case_insensitive, handle.id_columns,
+                           records.schemaless)
+            if records.schemaless and schema is records.value.schema and any(c.kind == "add" for c in changes):
+                # A new column's type: a field of timestamp strings becomes a timestamp column.
+                schema = new_column_types(records.value)
+                changes = plan(handle.arrow_schema, schema, handle.name, self._case_insensitive,
+                               handle.id_columns, True)
             if not changes:
                 return handle
             try:
@@ -170,7 +181,8 @@ class SinkWriter:
         """Deletes need only the id columns; the other columns of the table are left null."""
         key_schema = pa.schema([handle.arrow_schema.field(c) for c in handle.id_columns])
         try:
-            keys = conform(records.value, key_schema, handle.name, self._case_insensitive)
+            keys = conform(key_columns(records.value, handle.id_columns), key_schema, handle.name,
+                           self._case_insensitive, self._rules)
         except ConformError as exc:
             failures.extend(Failure(int(r), f"delete key: {exc}") for r in records.rows)
             return []
@@ -207,7 +219,7 @@ class SinkWriter:
     def _conform(self, handle: TableHandle, records: SinkRecords, failures: list[Failure]) -> list[SinkRecords]:
         try:
             return [records.with_value(conform(records.value, handle.arrow_schema, handle.name,
-                                               self._case_insensitive))]
+                                               self._case_insensitive, self._rules))]
         except ConformError as exc:
             if len(records) == 1:
                 failures.append(Failure(int(records.rows[0]), str(exc)))
@@ -344,7 +356,8 @@ class SinkWriter:
         """One table's files of this answer, early writes' included."""
         merged: TableFiles | None = None
         for part in parts:
-            files = TableFiles(part.files, part.records, part.max_timestamp_ms, part.written_at_ms)
+            files = TableFiles(part.files, part.records, part.max_timestamp_ms, part.written_at_ms,
+                               part.valid_through_ms)
             merged = files if merged is None else merged.merged(files)
         assert merged is not None
         return merged
@@ -426,3 +439,8 @@ def shares(drained: list[Drained], count: int) -> list[list[Drained]]:
         groups[least].append(item)
         loads[least] += item.nbytes
     return groups
+
+
+def _column_types(records: SinkRecords) -> pa.Schema:
+    """The types a new table's columns take from ``records`` (see :mod:`tabletopic.write.new_columns`)."""
+    return new_column_types(records.value) if records.schemaless else records.value.schema

@@ -1,10 +1,13 @@
 """Kafka Connect's ``org.apache.kafka.connect.json.JsonConverter``.
 
 With ``schemas.enable=true`` (Connect's default) each value is the envelope
-``{"schema": ..., "payload": ...}``; without, it is plain JSON whose Iceberg
-types are inferred.  Both parse a whole batch with Arrow's JSON reader: payloads
-that share a schema are joined into one newline-delimited buffer.  Only when the
-reader rejects a buffer are records parsed one by one, to find the bad ones.
+``{"schema": ..., "payload": ...}``; without, it is plain JSON, read as JSON holds it:
+strings, numbers, booleans, objects and arrays. A string stays a string even where it looks
+like a date (Arrow's reader would make a timestamp of it and lose its offset): a table's column
+converts it by its own type (:mod:`tabletopic.write.column_conversion`).  Both parse a whole
+batch with Arrow's JSON reader: payloads that share a schema are joined into one
+newline-delimited buffer.  Only when the reader rejects a buffer are records parsed one by
+one, to find the bad ones.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from tabletopic.config.input_limits import nesting_limit, setting_name
 from tabletopic.convert.converter import Converted, ConvertResult, Failure, guarded, tabulate_isolating
 from tabletopic.convert.input_guard import Lines, not_utf8, too_deep
 from tabletopic_plugins.converters.connect_schema import (
-    TIMESTAMP_TYPE,
     Node,
     SchemaError,
     compile_schema,
@@ -49,6 +51,8 @@ class JsonConverter:
         self.max_depth = nesting_limit({})
         self._depth_setting = setting_name(False)
         self._nodes: dict[bytes, Node | SchemaError] = {}
+        # Fields Arrow's reader took for timestamps in earlier batches, read as strings from the start.
+        self._string_fields: dict[str, pa.Field] = {}
 
     def configure(self, props: Mapping[str, str], is_key: bool) -> None:
         self.schemas_enable = props.get("schemas.enable", "true").strip().lower() == "true"
@@ -61,13 +65,19 @@ class JsonConverter:
         rejected = {**not_utf8(data, lines), **too_deep(data, self.max_depth, setting=self._depth_setting,
                                                        lengths=lines.lengths)}
         if not self.schemas_enable:
-            if not rejected and lines.one_line_objects():
-                read = _read_few(data) if len(data) <= MAX_RECORDS else None
-                read = read if read is not None else _read_lines(lines)
-                if read is not None:
-                    return read
-            return guarded(data, rejected, _convert_schemaless)
+            result = self._convert_plain(data, lines, rejected)
+            for part in result.parts:
+                part.schemaless = True
+            return result
         return guarded(data, rejected, self._convert_enveloped)
+
+    def _convert_plain(self, data: Sequence[bytes], lines: Lines, rejected: dict[int, str]) -> ConvertResult:
+        if not rejected and lines.one_line_objects():
+            read = _read_few(data) if len(data) <= MAX_RECORDS else None
+            read = read if read is not None else _read_lines(lines, self._string_fields)
+            if read is not None:
+                return read
+        return guarded(data, rejected, lambda some: _convert_schemaless(some, self._string_fields))
 
     # -- schemas.enable=true ------------------------------------------------------------------
     def _convert_enveloped(self, data: Sequence[bytes]) -> ConvertResult:
@@ -226,7 +236,7 @@ def _finish_top(node: Node, table: pa.Table, indexes: np.ndarray, result: Conver
 
 
 # -- schemas.enable=false ---------------------------------------------------------------------
-def _convert_schemaless(data: Sequence[bytes]) -> ConvertResult:
+def _convert_schemaless(data: Sequence[bytes], strings: dict[str, pa.Field] | None = None) -> ConvertResult:
     result = ConvertResult()
     indexes: list[int] = []
     payloads: list[bytes] = []
@@ -251,19 +261,19 @@ def _convert_schemaless(data: Sequence[bytes]) -> ConvertResult:
     order = np.argsort(np.asarray(indexes, dtype=np.int64), kind="stable")
     indexes = [indexes[j] for j in order]
     payloads = [payloads[j] for j in order]
-    _infer_group(indexes, payloads, result)
+    _infer_group(indexes, payloads, result, {} if strings is None else strings)
     result.failures.sort(key=lambda f: f.index)
     return result
 
 
-def _read_lines(lines: Lines) -> ConvertResult | None:
+def _read_lines(lines: Lines, strings: dict[str, pa.Field]) -> ConvertResult | None:
     """A batch of one-line objects read by Arrow's reader at once, from the bytes already joined; None
     if the reader refuses, for the value-by-value path to find out which value it refused."""
     try:
-        table = _read_joined(lines.joined, lines.count)
+        table = _read_plain(lines.joined, lines.count, strings)
     except (_Mangled, pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    return ConvertResult.single(_promote_timestamps(table), np.arange(lines.count, dtype=np.int64))
+    return ConvertResult.single(table, np.arange(lines.count, dtype=np.int64))
 
 
 def _read_few(data: Sequence[bytes]) -> ConvertResult | None:
@@ -271,7 +281,7 @@ def _read_few(data: Sequence[bytes]) -> ConvertResult | None:
     table = read_small(data)
     if table is None:
         return None
-    return ConvertResult.single(_promote_timestamps(table), np.arange(len(data), dtype=np.int64))
+    return ConvertResult.single(table, np.arange(len(data), dtype=np.int64))
 
 
 def _one_line_object(value: bytes) -> bool:
@@ -286,11 +296,12 @@ def _json_type(doc: Any) -> str:
     return names.get(type(doc), type(doc).__name__)
 
 
-def _infer_group(indexes: list[int], payloads: list[bytes], result: ConvertResult) -> None:
+def _infer_group(indexes: list[int], payloads: list[bytes], result: ConvertResult,
+                 strings: dict[str, pa.Field]) -> None:
     if not payloads:
         return
     try:
-        table = _read(payloads, None)
+        table = _read_plain(b"\n".join(payloads), len(payloads), strings)
     except _Mangled:
         _infer_python(indexes, [json.loads(p) for p in payloads], result)
         return
@@ -299,10 +310,10 @@ def _infer_group(indexes: list[int], payloads: list[bytes], result: ConvertResul
             result.failures.append(Failure(indexes[0], _schemaless_reason(payloads[0], exc)))
             return
         half = len(payloads) // 2
-        _infer_group(indexes[:half], payloads[:half], result)
-        _infer_group(indexes[half:], payloads[half:], result)
+        _infer_group(indexes[:half], payloads[:half], result, strings)
+        _infer_group(indexes[half:], payloads[half:], result, strings)
         return
-    result.parts.append(Converted(_promote_timestamps(table), np.asarray(indexes, dtype=np.int64)))
+    result.parts.append(Converted(table, np.asarray(indexes, dtype=np.int64)))
 
 
 def _infer_python(indexes: list[int], docs: list[dict[str, Any]], result: ConvertResult) -> None:
@@ -317,7 +328,7 @@ def _python_table(docs: list[dict[str, Any]]) -> pa.Table:
         return pa.table({"_": pa.nulls(len(docs))}).drop_columns(["_"])
     table = pa.Table.from_arrays([pa.array([doc.get(n) for doc in docs]) for n in names], names=names)
     table.validate(full=True)
-    return _promote_timestamps(table)
+    return table
 
 
 def _schemaless_reason(payload: bytes, exc: Exception) -> str:
@@ -330,33 +341,68 @@ def _schemaless_reason(payload: bytes, exc: Exception) -> str:
     return f"cannot convert JSON object: {exc}"
 
 
-def _promote_timestamps(table: pa.Table) -> pa.Table:
-    """ISO-8601 strings with a zone (``2024-05-01T12:00:00Z``) become timestamptz columns."""
-    for i, column_field in enumerate(table.schema):
-        if column_field.type != pa.string():
-            continue
-        column = table.column(i)
-        sample = pc.drop_null(column.slice(0, 64))
-        if not len(sample):
-            continue
-        first = sample[0].as_py()
-        if len(first) < _ISO_PREFIX_LEN or first[4] != "-" or first[7] != "-" or first[10] not in "Tt ":
-            continue
+def _read_plain(buffer: bytes, count: int, strings: dict[str, pa.Field]) -> pa.Table:
+    """Plain JSON objects as JSON holds them. Arrow's reader takes a string that looks like a date for a
+    timestamp, in UTC: ``"2023-05-18T11:22:33-08:00"`` comes out 19:22:33, its offset gone, and
+    ``"2023-05-18"`` a midnight. A field it did that to is read again as strings, and ``strings``
+    remembers it, so that the next batches are read once."""
+    if strings:
         try:
-            converted = pc.cast(column, TIMESTAMP_TYPE)
+            table = _read_joined(buffer, count, pa.schema(list(strings.values())), infer_others=True)
+            if _as_strings(table.schema) is None:
+                return _in_reading_order(table, buffer)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            continue
-        table = table.set_column(i, column_field.with_type(TIMESTAMP_TYPE), converted)
-    return table
+            pass  # a field remembered as a string holds something else here: the reader infers them all
+    table = _read_joined(buffer, count)
+    fields = _as_strings(table.schema)
+    if fields is None:
+        return table
+    strings.update({f.name: f for f in fields})
+    return _read_joined(buffer, count, pa.schema(fields), infer_others=True).select(table.column_names)
+
+
+def _in_reading_order(table: pa.Table, buffer: bytes) -> pa.Table:
+    """The columns in the order the reader alone gives them, by first appearance: the given fields come
+    first otherwise. The first object's keys, then the others as read."""
+    first = json.loads(buffer.split(b"\n", 1)[0])
+    order = [name for name in first if name in table.column_names]
+    return table.select(order + [name for name in table.column_names if name not in first])
+
+
+def _as_strings(schema: pa.Schema) -> list[pa.Field] | None:
+    """The fields holding a timestamp anywhere (JSON has none: the reader made them of strings), typed
+    with strings in their place; None if there is none."""
+    changed = [f.with_type(_stamps_as_strings(f.type)) for f in schema if _holds_stamps(f.type)]
+    return changed or None
+
+
+def _holds_stamps(kind: pa.DataType) -> bool:
+    if pa.types.is_timestamp(kind):
+        return True
+    if pa.types.is_struct(kind):
+        return any(_holds_stamps(f.type) for f in kind)
+    return pa.types.is_list(kind) and _holds_stamps(kind.value_type)
+
+
+def _stamps_as_strings(kind: pa.DataType) -> pa.DataType:
+    if pa.types.is_timestamp(kind):
+        return pa.string()
+    if pa.types.is_struct(kind):
+        return pa.struct([f.with_type(_stamps_as_strings(f.type)) for f in kind])
+    if pa.types.is_list(kind):
+        return pa.list_(kind.value_field.with_type(_stamps_as_strings(kind.value_type)))
+    return kind
 
 
 def _read(payloads: list[bytes], schema: pa.Schema | None) -> pa.Table:
     return _read_joined(b"\n".join(payloads), len(payloads), schema)
 
 
-def _read_joined(buffer: bytes, count: int, schema: pa.Schema | None = None) -> pa.Table:
-    parse = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore") if schema is not None \
-        else pj.ParseOptions(newlines_in_values=False)
+def _read_joined(buffer: bytes, count: int, schema: pa.Schema | None = None, infer_others: bool = False) -> pa.Table:
+    """``schema``'s fields as it types them; with ``infer_others``, the other fields as the reader infers
+    them, else none."""
+    parse = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer" if infer_others else "ignore") \
+        if schema is not None else pj.ParseOptions(newlines_in_values=False)
     table = pj.read_json(io.BytesIO(buffer), read_options=_READ if len(buffer) >= _THREADED_FROM_BYTES else _READ_HERE,
                          parse_options=parse)
     if table.num_rows != count:

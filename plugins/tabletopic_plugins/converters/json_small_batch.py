@@ -6,34 +6,28 @@ per partition per fetch, and a call per partition: a trickle of one record per t
 filled the event loop with the reader alone. ``json.loads`` and ``pa.array`` read such a batch in
 a fifth of the time.
 
-The table must be the one the reader would have made, or a topic's table would take its types
-from how its records happened to be fetched. So the reader's inference is followed only where
+The table must be the one the converter makes with the reader, or a topic's table would take its
+types from how its records happened to be fetched. So the reader's inference is followed only where
 its rules are plain (null, bool, int64, double, string, list, struct, and int64 with double is
-double); a top-level string that looks like a date is a timestamp[s] if Arrow parses every one of the
-column's as ISO 8601 in seconds, with or without a zone (normalised to UTC), and a string otherwise.
-For anything else this returns None and the reader decides: such a string nested in a list or an
-object, an integer past int64, a number past a double, duplicate keys, a value of two kinds, a
-list that starts with a null (which the reader mangles), or anything ``pa.array`` refuses.
+double); a string is a string, as the converter reads it (json_converter._read_plain). For anything
+else this returns None and the reader decides: an integer past int64, a number past a double,
+duplicate keys, a value of two kinds, a list that starts with a null (which the reader mangles), or
+anything ``pa.array`` refuses.
 ``tests/unit/plugins/converters/test_json_small_batch.py`` holds the two to the same tables.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 MAX_RECORDS = 4  # past about five records of ten fields the reader's fixed cost is paid back
 
 _INT64 = (-(2**63), 2**63 - 1)
-# A top-level string that may be a timestamp: timestamp[s] if every one of its column parses, else string.
-_STAMP = pa.timestamp("s")
-_NAIVE, _ZONED = pa.timestamp("s"), pa.timestamp("s", tz="UTC")
 _KINDS = {type(None): pa.null(), bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string()}
 
 
@@ -50,11 +44,10 @@ def read_small(payloads: Sequence[bytes]) -> pa.Table | None:
             if not isinstance(doc, dict):
                 return None
             for name, value in doc.items():
-                _widen(names, name, _kind(value, top=True))
+                _widen(names, name, _kind(value))
         if not names:  # only empty objects: rows without columns, as the reader gives them
             return pa.table({"_": pa.nulls(len(docs))}).drop_columns(["_"])
-        columns = [_stamps([doc.get(name) for doc in docs]) if kind == _STAMP else
-                   pa.array([doc.get(name) for doc in docs], type=kind) for name, kind in names.items()]
+        columns = [pa.array([doc.get(name) for doc in docs], type=kind) for name, kind in names.items()]
         table = pa.Table.from_arrays(columns, names=list(names))
         table.validate(full=True)
         return table
@@ -73,43 +66,13 @@ def _constant(name: str) -> Any:
     raise _Unsure(name)  # NaN and Infinity are not JSON; the reader refuses them
 
 
-def _stamps(values: list[str | None]) -> pa.Array:
-    """A column of date-like strings, as the reader types it: timestamp[s] if each parses, else string."""
-    strings = pa.array(values, type=pa.string())
-    present = [v for v in values if v is not None]
-    if any(v.startswith("0000") for v in present):
-        raise _Unsure("year 0")  # the reader refuses the batch
-    with contextlib.suppress(pa.ArrowInvalid):
-        return pc.cast(strings, _NAIVE)
-    with contextlib.suppress(pa.ArrowInvalid):
-        return pc.cast(pc.cast(strings, _ZONED), _NAIVE)
-    parsed = []
-    for value in values:  # some with a zone, some without: one at a time
-        if value is None:
-            parsed.append(None)
-            continue
-        one = pa.array([value], type=pa.string())
-        try:
-            parsed.append(pc.cast(one, _NAIVE)[0].as_py())
-        except pa.ArrowInvalid:
-            try:
-                parsed.append(pc.cast(pc.cast(one, _ZONED), _NAIVE)[0].as_py())
-            except pa.ArrowInvalid:
-                return strings
-    return pa.array(parsed, type=_NAIVE)
-
-
-def _kind(value: Any, top: bool = False) -> pa.DataType:
+def _kind(value: Any) -> pa.DataType:
     kind = _KINDS.get(type(value))
     if kind is not None:
         if kind == pa.int64() and not _INT64[0] <= value <= _INT64[1]:
             raise _Unsure("an integer past int64")  # the reader makes it a double
         if kind == pa.float64() and not math.isfinite(value):
             raise _Unsure("a number past a double")
-        if kind == pa.string() and _maybe_timestamp(value):
-            if not top:
-                raise _Unsure("a nested string the reader may take for a timestamp")
-            return _STAMP
         return kind
     if isinstance(value, list):
         if value and value[0] is None:
@@ -131,8 +94,6 @@ def _merge(a: pa.DataType, b: pa.DataType) -> pa.DataType:
         return a
     if pa.types.is_null(a):
         return b
-    if {a, b} == {_STAMP, pa.string()}:
-        return pa.string()  # one string that is no date makes the reader keep them all as strings
     if {a, b} == {pa.int64(), pa.float64()}:
         return pa.float64()
     if pa.types.is_list(a) and pa.types.is_list(b):
@@ -148,8 +109,3 @@ def _merge(a: pa.DataType, b: pa.DataType) -> pa.DataType:
 def _widen(fields: dict[str, pa.DataType], name: str, kind: pa.DataType) -> None:
     """Field ``name`` also holds a value of ``kind``; a new field goes last, as the reader orders them."""
     fields[name] = _merge(fields[name], kind) if name in fields else kind
-
-
-def _maybe_timestamp(value: str) -> bool:
-    """ISO 8601 begins with a four-digit year and a dash; the reader infers timestamp[s] for some."""
-    return len(value) >= 7 and value[4:5] == "-" and value[:4].isdigit()
