@@ -24,13 +24,12 @@ from tabletopic.convert.records import RawRecords, SinkRecords
 from tabletopic.failed_records import FailedRecords, RecordFailure
 from tabletopic.isolation import SystemUnavailable, apply_isolating
 from tabletopic.observe.metrics import SinkMetrics
+from tabletopic.route.unroutable import Unroutable
 from tabletopic.staging import Staged, Staging, payload_sizes
 from tabletopic.start_positions import StartPositions
 from tabletopic.system_outages import SystemOutages
 from tabletopic.topic_partition import TopicPartition
-from tabletopic.write.iceberg_tables import (
-    TableError,
-)
+from tabletopic.write.iceberg_tables import TableError, TableMissing
 from tabletopic.write.sink_writer import SinkWriter
 from tabletopic.write.write_result import WriteResult
 
@@ -56,6 +55,7 @@ class SinkTask:
         self.starts = starts
         self.failed = failed
         self.outages = outages
+        self.unroutable = Unroutable(metrics, self.log, config.route_field, config.commit_interval_ms / 1000)
         self.assigned: set[TopicPartition] = set()
         self.active_topics: set[str] = set()  # topics records came from: Connect's GET /connectors/{c}/topics
         self._write_lock = asyncio.Lock()
@@ -94,7 +94,9 @@ class SinkTask:
         try:
             with self.metrics.timed("convert"):
                 changes = self.staging.stage(raw, value_sizes, key_sizes)
-            await self.writer.open(changes.changes)
+            if changes.unrouted:
+                self.unroutable.no_route(len(changes.unrouted))
+            await self.writer.open({t: c for t, c in changes.changes.items() if not self.unroutable.known_missing(t)})
             if not await self._still_continues(tp, position):
                 return  # a revocation or a seek came while the tables opened
             with self.metrics.timed("convert"):
@@ -147,9 +149,18 @@ class SinkTask:
 
     def _shape(self, table: str, subset: SinkRecords, failures: list[RecordFailure],
                staged: dict[str, list[SinkRecords]]) -> None:
+        if self.unroutable.known_missing(table):
+            self.unroutable.no_table(table, len(subset))
+            return
         try:
             prepared = apply_isolating(lambda s: self.writer.prepare(table, s), subset,
                                        lambda row, why: failures.append(RecordFailure("schema", row, why)))
+        except TableMissing as exc:
+            if self.config.dynamic_enabled and self.config.skip_unroutable:
+                self.unroutable.no_table(table, len(subset))  # as the Iceberg sink's dynamic routing does
+            else:
+                failures.extend(RecordFailure("schema", int(r), str(exc)) for r in subset.rows)
+            return
         except TableError as exc:
             failures.extend(RecordFailure("schema", int(r), str(exc)) for r in subset.rows)
             return

@@ -63,6 +63,11 @@ class _Families:
         self.barriers = counter("tabletopic_barriers", "Commit rounds run (the earlier name of tabletopic_rounds)",
                                 ["reason"])
         self.failed_records = counter("tabletopic_failed_records", "Records that failed a stage", ["stage"])
+        self.skipped_records = counter(
+            "tabletopic_skipped_records",
+            "Records dynamic routing left out, as the Iceberg sink does (tabletopic.routing.unroutable=skip), by "
+            "why: no_route (the route field is null or absent) or no_table (it names a table that does not "
+            "exist while auto-create is off)", ["reason"])
         self.dead_letter_records = counter("tabletopic_dead_letter_records",
                                            "Records sent to the dead-letter topic")
         self.commit_seconds = histogram("tabletopic_commit_latency_seconds",

@@ -4,8 +4,9 @@
 * Static with ``iceberg.tables.route-field``: a record goes to each table whose
   ``iceberg.table.<t>.route-regex`` matches the whole field value; a record that
   matches none is not written (the regexes are a filter).
-* Dynamic: the field value, lower-cased, is the table name.  A record without
-  a value cannot be routed and is a failure, handled by ``errors.tolerance``.
+* Dynamic: the field value, lower-cased, is the table name.  A record whose value
+  is null or absent goes nowhere: left out, as the Iceberg sink leaves it
+  (``tabletopic.routing.unroutable=skip``), or failed, for ``errors.tolerance``.
 * Table Topic mode: the topic names the table (:func:`topic_table`).
 """
 
@@ -28,6 +29,7 @@ from tabletopic.convert.records import SinkRecords
 class Routed:
     by_table: dict[str, SinkRecords] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)  # indexes are RawRecords positions
+    unrouted: list[int] = field(default_factory=list)  # RawRecords positions left out: no route value
 
 
 class Router:
@@ -38,6 +40,7 @@ class Router:
         self._case_insensitive = config.case_insensitive
         self._regexes = [(t, config.table(t).route_regex) for t in self._tables]
         self._table_topic = config.table_topic_namespace
+        self._skip_unroutable = config.skip_unroutable
 
     def route(self, records: SinkRecords, tombstones: bool = False) -> Routed:
         """Route ``records``; tombstones (key-only rows) without the route field go nowhere.
@@ -53,16 +56,16 @@ class Router:
         if isinstance(values, str):
             return Routed(failures=[Failure(int(r), values) for r in records.rows])
         if values is None:
-            if tombstones:
+            if tombstones or not self._dynamic:
                 return Routed()
-            reason = f"route field {'.'.join(self._path)!r} is not in the record"
-            return Routed(failures=[Failure(int(r), reason) for r in records.rows]) if self._dynamic else Routed()
+            return self._unroutable(records.rows, f"route field {'.'.join(self._path)!r} is not in the record")
         routed = Routed()
         if self._dynamic:
             missing = np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-            if missing.any():
-                reason = f"route field {'.'.join(self._path)!r} is null; cannot name a table"
-                routed.failures.extend(Failure(int(r), reason) for r in records.rows[missing])
+            if missing.any() and not tombstones:
+                unrouted = self._unroutable(records.rows[missing],
+                                            f"route field {'.'.join(self._path)!r} is null; cannot name a table")
+                routed.failures, routed.unrouted = unrouted.failures, unrouted.unrouted
             lowered = pc.utf8_lower(values)
             for name in pc.unique(pc.drop_null(lowered)).to_pylist():
                 mask = np.asarray(pc.fill_null(pc.equal(lowered, name), False).to_numpy(zero_copy_only=False),
@@ -84,6 +87,12 @@ class Router:
                               .to_numpy(zero_copy_only=False), dtype=bool)
             routed.by_table[table] = records.take(mask)
         return routed
+
+    def _unroutable(self, rows: np.ndarray, reason: str) -> Routed:
+        """Records dynamic routing cannot name a table for: left out, or failed (tabletopic.routing.unroutable)."""
+        if self._skip_unroutable:
+            return Routed(unrouted=[int(r) for r in rows])
+        return Routed(failures=[Failure(int(r), reason) for r in rows])
 
     def _route_values(self, table: pa.Table) -> pa.Array | str | None:
         """The route values as strings; None if the field is absent; why not, if it holds no scalars."""
