@@ -69,7 +69,7 @@ class FakeTables:
         return f"not under the table: {bad}" if bad else None
 
     async def commit(self, positions: dict[TopicPartition, int], starts: dict[TopicPartition, int],
-                     by_table: dict[str, TableFiles], started: float, epoch: int) -> RoundOutcome:
+                     by_table: dict[str, TableFiles], started: float, epoch: int, task: str = "") -> RoundOutcome:
         if self.fail or self.fence:
             return RoundOutcome(failed={t: self.fail or "fenced" for t in by_table}, fenced=self.fence)
         outcome = RoundOutcome()

@@ -35,6 +35,9 @@ class Drained:
     ops: np.ndarray  # per row: UPSERT or DELETE (keyed tables)
     order: np.ndarray  # per row: its rank in (topic-partition, offset) order, for "last change wins"
     floors: dict[TopicPartition, int] = field(default_factory=dict)  # what the table held when these were cut
+    # The oldest of each partition's newest timestamp: every record up to it, in each partition, is in these
+    # rows or before them (the Iceberg sink's valid-through timestamp).
+    valid_through_ms: int | None = None
 
 
 @dataclass
@@ -47,6 +50,7 @@ class TableBuffer:
     nbytes: int = 0
     _max_ts: int | None = None
     _offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    _newest: dict[TopicPartition, int] = field(default_factory=dict)  # per partition, its newest timestamp
 
     def add(self, records: SinkRecords, floor: int | None) -> int:
         """Buffer the rows at or above ``floor``; return how many were taken."""
@@ -68,6 +72,7 @@ class TableBuffer:
         self.nbytes += records.value.nbytes
         newest = int(records.timestamps.max())
         self._max_ts = newest if self._max_ts is None else max(self._max_ts, newest)
+        self._newest[tp] = max(self._newest.get(tp, newest), newest)
         self._offsets[tp] = max(self._offsets.get(tp, 0), int(records.offsets[-1]) + 1)
         return len(records)
 
@@ -84,13 +89,13 @@ class TableBuffer:
         order = np.empty(len(offsets), dtype=np.int64)
         order[np.lexsort((offsets, partition_of))] = np.arange(len(offsets))
         drained = Drained(self.table, rows, self.records, self.nbytes, self._max_ts, dict(self._offsets), ops, order,
-                          dict(floors))
+                          dict(floors), min(self._newest.values()))
         self.clear()
         return drained
 
     def clear(self) -> None:
         self._parts, self._schema, self.records, self.nbytes, self._max_ts = [], None, 0, 0, None
-        self._offsets = {}
+        self._offsets, self._newest = {}, {}
 
     def discard(self, tps: set[TopicPartition]) -> int:
         """Drop rows of partitions this worker no longer owns; return how many."""
@@ -113,6 +118,7 @@ class TableBuffer:
             self.records += rows.num_rows
             self.nbytes += rows.nbytes
             self._max_ts = newest if self._max_ts is None else max(self._max_ts, newest)
+            self._newest[tp] = max(self._newest.get(tp, newest), newest)
             self._schema = rows.schema
             self._offsets[tp] = max(self._offsets.get(tp, 0), int(offsets[-1]) + 1)
         return before - self.records

@@ -47,7 +47,7 @@ class CoordinatorTables(Protocol):
     def invalid_files(self, answer: Answer) -> str | None: ...
 
     async def commit(self, positions: dict[TopicPartition, int], starts: dict[TopicPartition, int],
-                     by_table: dict[str, TableFiles], started: float, epoch: int) -> RoundOutcome: ...
+                     by_table: dict[str, TableFiles], started: float, epoch: int, task: str = "") -> RoundOutcome: ...
 
 
 class Coordinator:
@@ -56,6 +56,7 @@ class Coordinator:
                  clock: Callable[[], float] = time.monotonic, maintenance: MaintenanceRuns | None = None,
                  wall_clock: Callable[[], float] = time.time, max_refusals: int = 3) -> None:
         self.connector = connector
+        self._member = member
         self._channel = channel
         self._tables = tables
         self._metrics = metrics
@@ -218,7 +219,7 @@ class Coordinator:
                                                              in sorted(a.ranges.items()))
                 for a in judgement.accepted})
         outcome = await self._tables.commit(judgement.positions(), judgement.starts(), judgement.tables(),
-                                            state.started, self.epoch)
+                                            state.started, self.epoch, self._member)
         accepted = [a.answer_id for a in judgement.accepted]
         if outcome.ok:
             self.last_error = None

@@ -111,7 +111,7 @@ def to_json(message: Message) -> dict[str, Any]:
                 "ranges": [[t, p, a, b] for (t, p), (a, b) in sorted(message.ranges.items())],
                 "floors": {t: _offsets(f) for t, f in message.floors.items()},
                 "tables": {t: {"files": f.files, "records": f.records, "max_ts": f.max_timestamp_ms,
-                                   "written_at": f.written_at_ms}
+                                   "written_at": f.written_at_ms, "valid_through": f.valid_through_ms}
                            for t, f in message.tables.items()}}
     return {"v": VERSION, "type": "verdict", "connector": message.connector, "commit_id": message.commit_id,
             "epoch": message.epoch, "accepted": list(message.accepted), "rejected": dict(message.rejected),
@@ -164,9 +164,11 @@ def _table_files(table: str, doc: Any) -> TableFiles:
         raise MessageError(f"tables[{table!r}].files must be a list of content files")
     stamp = doc.get("max_ts")
     written = doc.get("written_at")
+    through = doc.get("valid_through")  # absent from an answer of a daemon before it: no such summary key then
     return TableFiles(files, _int(doc.get("records"), "records"),
                       None if stamp is None else _int(stamp, "max_ts", -2**63),
-                      None if written is None else _int(written, "written_at", 0))
+                      None if written is None else _int(written, "written_at", 0),
+                      None if through is None else _int(through, "valid_through", -2**63))
 
 
 def _answer(doc: dict[str, Any], connector: str) -> Answer:

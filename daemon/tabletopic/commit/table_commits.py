@@ -113,8 +113,9 @@ class TableCommits:
 
     # -- committing -------------------------------------------------------------------------------
     async def commit(self, positions: dict[TopicPartition, int], starts: dict[TopicPartition, int],
-                     by_table: dict[str, TableFiles], started: float, epoch: int) -> RoundOutcome:
-        """Commit each table that has files, or whose offsets lag behind for too many rounds.
+                     by_table: dict[str, TableFiles], started: float, epoch: int, task: str = "") -> RoundOutcome:
+        """Commit each table that has files, or whose offsets lag behind for too many rounds; ``task`` names the
+        committing member in the snapshots (``kafka.connect.task-id``).
 
         Each records ``starts``, where the round began reading: a crash between two of the round's
         snapshots leaves the tables not yet committed to learn from it where their rows began.
@@ -139,7 +140,7 @@ class TableCommits:
         else:
             share = {t: (positions, starts) for t in targets}
         results = await asyncio.gather(*(self._commit_table(t, by_table.get(t), *share[t], started, epoch,
-                                                            self._scope(t, fresh))
+                                                            self._scope(t, fresh), task)
                                          for t in sorted(targets)))
         for table, result in zip(sorted(targets), results, strict=True):
             if isinstance(result, CommitResult):
@@ -162,12 +163,12 @@ class TableCommits:
 
     async def _commit_table(self, table: str, files: TableFiles | None, positions: dict[TopicPartition, int],
                             starts: dict[TopicPartition, int], started: float, epoch: int,
-                            scope: TableScope | None) -> CommitResult | CommitFenced | CommitFailed:
+                            scope: TableScope | None, task: str) -> CommitResult | CommitFenced | CommitFailed:
         labels = {"table": table}
         expected = self._offsets.get(table, {})
         future = asyncio.get_running_loop().run_in_executor(self._pool, self._commit_sync, table, files,
                                                             dict(positions), dict(starts), dict(expected), epoch,
-                                                            scope)
+                                                            scope, task)
         try:
             try:
                 result = await asyncio.wait_for(asyncio.shield(future), self._timeout_s)
@@ -203,19 +204,20 @@ class TableCommits:
 
     def _commit_sync(self, table: str, files: TableFiles | None, positions: dict[TopicPartition, int],
                      starts: dict[TopicPartition, int], expected: dict[TopicPartition, int],
-                     epoch: int, scope: TableScope | None) -> CommitResult:
+                     epoch: int, scope: TableScope | None, task: str) -> CommitResult:
         with self._metrics.timed("commit"):
-            return self._commit_table_now(table, files, positions, starts, expected, epoch, scope)
+            return self._commit_table_now(table, files, positions, starts, expected, epoch, scope, task)
 
     def _commit_table_now(self, table: str, files: TableFiles | None, positions: dict[TopicPartition, int],
                           starts: dict[TopicPartition, int], expected: dict[TopicPartition, int],
-                          epoch: int, scope: TableScope | None) -> CommitResult:
+                          epoch: int, scope: TableScope | None, task: str) -> CommitResult:
         try:
             handle = self._tables.get(table)
         except JAVA_ERRORS as exc:
             raise CommitFailed(f"cannot load {table}: {java_error_message(exc)}") from exc
         return self._committer.commit(handle, files.files if files is not None else None, positions, expected,
-                                      files.max_timestamp_ms if files else None, epoch, starts, scope)
+                                      files.max_timestamp_ms if files else None, epoch, starts, scope, task,
+                                      files.valid_through_ms if files else None)
 
     def _record(self, table: str, files: TableFiles | None, result: CommitResult, started: float) -> float:
         """Take a landed commit into account; return the seconds since its round began."""

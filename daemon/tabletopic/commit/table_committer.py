@@ -22,9 +22,12 @@ from typing import Any
 from tabletopic.offsets.source_offsets import (
     COMMIT_ID_KEY,
     CONNECTOR_KEY,
+    TASK_ID_KEY,
+    VALID_THROUGH_KEY,
     VTTS_KEY,
     encode,
     epoch_key,
+    java_instant,
     offsets_key,
     property_key,
     property_value,
@@ -98,6 +101,8 @@ class TableCommitter:
         epoch: int = -1,
         round_start: dict[TopicPartition, int] | None = None,
         scope: TableScope | None = None,
+        task: str = "",
+        valid_through_ms: int | None = None,
     ) -> CommitResult:
         """Commit ``files`` (Iceberg's content files as JSON, as answers carry them; None for an offsets-only
         snapshot) with ``positions``. The JVM reads them in the commit's own call: with a table per topic,
@@ -108,6 +113,8 @@ class TableCommitter:
         ``round_start`` says where the round began reading each partition (see
         :mod:`tabletopic.offsets.source_offsets`); it is recorded over what the table recorded before.
         With a ``scope``, the snapshot records only what the scope keeps, of the table's old record too.
+        ``task`` and ``valid_through_ms`` go into the summary as the Iceberg sink writes them
+        (``kafka.connect.task-id``, ``kafka.connect.valid-through-ts``), for the tools that read them.
         """
         if scope is not None:
             positions = scope.offsets(positions)
@@ -145,6 +152,10 @@ class TableCommitter:
                 summary[round_start_key(self._group_id)] = encode(starts)
             if max_timestamp_ms is not None:
                 summary[VTTS_KEY] = str(max_timestamp_ms)
+            if valid_through_ms is not None:
+                summary[VALID_THROUGH_KEY] = java_instant(valid_through_ms)
+            if task:
+                summary[TASK_ID_KEY] = task
             try:
                 props = {property_key(self._group_id, handle.branch): property_value(merged, epoch, starts)}
                 with self._positions(handle.name) as up_to_rows:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from tabletopic.topic_partition import TopicPartition
@@ -31,11 +32,27 @@ from tabletopic.topic_partition import TopicPartition
 OFFSETS_KEY_PREFIX = "kafka.connect.source-offsets."
 COMMIT_ID_KEY = "kafka.connect.commit-id"
 VTTS_KEY = "kafka.connect.vtts"  # valid-through timestamp: newest record timestamp committed, in ms
+# The Apache Iceberg sink's own keys, which its tools and tests read: the oldest of each partition's newest
+# committed timestamp, as Java prints an OffsetDateTime, and the committing task.
+VALID_THROUGH_KEY = "kafka.connect.valid-through-ts"
+TASK_ID_KEY = "kafka.connect.task-id"
 CONNECTOR_KEY = "tabletopic.connector"
 EPOCH_KEY_PREFIX = "tabletopic.coordinator-epoch."  # the consumer group generation of the committing coordinator
 ROUND_START_KEY_PREFIX = "tabletopic.round-start."  # per partition, where the committed round began reading
 # A table property, set in the same metadata commit as each snapshot: survives any snapshot expiry.
 PROPERTY_KEY_PREFIX = "tabletopic.offsets."
+
+
+def java_instant(millis: int) -> str:
+    """``OffsetDateTime.toString()`` at UTC: seconds only when not zero, a fraction in milliseconds, ``Z``."""
+    moment = datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
+    text = moment.strftime("%Y-%m-%dT%H:%M")
+    fraction = millis % 1000
+    if moment.second or fraction:
+        text += f":{moment.second:02d}"
+    if fraction:
+        text += f".{fraction:03d}"
+    return text + "Z"
 
 
 def offsets_key(group_id: str) -> str:

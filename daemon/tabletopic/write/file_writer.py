@@ -36,6 +36,7 @@ class WrittenFiles:
     deletes: int = 0
     floors: dict[tuple[str, int], int] = field(default_factory=dict)
     written_at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    valid_through_ms: int | None = None  # see buffer.table_buffer.Drained
 
     @property
     def file_count(self) -> int:
@@ -132,5 +133,6 @@ class FileWriter:
             records = drained.records if keys is None else rows.num_rows if rows is not None else 0
             written.append(WrittenFiles(handle.name, part, records,
                                         drained.max_timestamp_ms, seconds,
-                                        deletes=keys.num_rows if keys is not None else 0, floors=drained.floors))
+                                        deletes=keys.num_rows if keys is not None else 0, floors=drained.floors,
+                                        valid_through_ms=drained.valid_through_ms))
         return written

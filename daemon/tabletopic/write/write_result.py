@@ -16,12 +16,14 @@ class TableFiles:
     records: int
     max_timestamp_ms: int | None
     written_at_ms: int | None = None  # wall clock when the oldest of the files was written
+    valid_through_ms: int | None = None  # see buffer.table_buffer.Drained; the oldest of the merged
 
     def merged(self, other: TableFiles) -> TableFiles:
         stamps = [t for t in (self.max_timestamp_ms, other.max_timestamp_ms) if t is not None]
         written = [t for t in (self.written_at_ms, other.written_at_ms) if t is not None]
+        through = [t for t in (self.valid_through_ms, other.valid_through_ms) if t is not None]
         return TableFiles(self.files + other.files, self.records + other.records, max(stamps) if stamps else None,
-                          min(written) if written else None)
+                          min(written) if written else None, min(through) if through else None)
 
 
 @dataclass

@@ -8,6 +8,7 @@ import pytest
 
 from tabletopic.commit.events import Answer, Fragment, MessageError, Start, Verdict, decode
 from tabletopic.commit.fragments import Reassembly, encode
+from tabletopic.write.write_result import TableFiles
 from tests.unit.fakes import TP0, TP1, answer, files
 
 
@@ -20,6 +21,15 @@ def test_every_message_survives_a_round_trip() -> None:
     for message in messages:
         [record] = encode(message)
         assert decode(record) == message
+
+
+def test_an_answers_valid_through_timestamp_crosses_and_an_older_daemons_answer_has_none() -> None:
+    through = TableFiles([{"file-path": "/wh/1", "content": "data"}], 1, 500, 10, 400)
+    [record] = encode(answer("a1", "r1", [TP0], {TP0: (0, 10)}, {}, {"db.t": through}, 3))
+    assert decode(record).tables["db.t"].valid_through_ms == 400
+    doc = json.loads(record)
+    del doc["tables"]["db.t"]["valid_through"]
+    assert decode(json.dumps(doc).encode()).tables["db.t"].valid_through_ms is None
 
 
 def test_a_large_answer_is_cut_into_fragments_that_reassemble() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from tabletopic.offsets.source_offsets import (
     encode,
     epoch_key,
+    java_instant,
     offsets_key,
     property_key,
     property_value,
@@ -147,3 +148,11 @@ def test_a_head_read_with_the_refresh_is_not_asked_again_and_the_walk_goes_on_pa
     assert (head, recorded.offsets, recorded.snapshot_id) == (3, {("t", 0): 20}, 2)
     # The head's summary came with the refresh; its parent's did not.
     assert helper.calls == ["refreshed head", "summary 2"]
+
+
+def test_the_valid_through_time_is_written_as_javas_offset_date_time() -> None:
+    """OffsetDateTime.toString(): seconds only when not zero, milliseconds when there are any, Z for UTC."""
+    assert java_instant(1684408953000) == "2023-05-18T11:22:33Z"
+    assert java_instant(1684408953123) == "2023-05-18T11:22:33.123Z"
+    assert java_instant(1684408920000) == "2023-05-18T11:22Z"
+    assert java_instant(0) == "1970-01-01T00:00Z"
