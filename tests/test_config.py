@@ -182,9 +182,11 @@ def test_errors_tolerance_not_allowed() -> None:
     assert "errors.tolerance='maybe': must be one of: none, all" in problems(**{"errors.tolerance": "maybe"})
 
 
-def test_upsert_without_id_columns() -> None:
-    message = problems(**{"iceberg.tables.upsert-mode-enabled": "true"})
-    assert "iceberg.tables.default-id-columns" in message and "db.orders" in message
+def test_upsert_without_id_columns_is_valid_until_the_table_says_otherwise() -> None:
+    """The table's identifier fields serve where no id columns are set, as Iceberg's writers take them: a
+    table without either is refused when it is loaded, not here."""
+    config = parse_connector({**GOOD, "iceberg.tables.upsert-mode-enabled": "true"}, WORKER)
+    assert config.table("db.orders").keyed and config.table("db.orders").id_columns == []
 
 
 def test_upsert_and_cdc_per_table_win_over_the_connector_keys() -> None:
@@ -203,8 +205,6 @@ def test_upsert_and_cdc_per_table_win_over_the_connector_keys() -> None:
     assert not parse_connector(GOOD, WORKER).may_key
     assert "iceberg.table.db.orders.upsert-mode-enabled='yes': must be true or false" in problems(
         **{"iceberg.table.db.orders.upsert-mode-enabled": "yes", "iceberg.table.db.orders.id-columns": "id"})
-    message = problems(**{"iceberg.table.db.orders.upsert-mode-enabled": "true"})
-    assert "none are set for table db.orders" in message
 
 
 def test_every_problem_is_listed_at_once() -> None:
@@ -307,3 +307,11 @@ def test_a_table_another_engine_compacts_gets_maintenance_that_keeps_out_of_its_
     assert config.maintenance_of("db.b") is config.maintenance
     with pytest.raises(ConfigError, match=r"iceberg\.table\.db\.a\.external-compaction"):
         parse_connector({**GOOD, "iceberg.table.db.a.external-compaction": "yes"}, WORKER)
+
+
+def test_the_iceberg_connectors_own_test_timeout_is_accepted_with_a_warning() -> None:
+    """Every integration test of the Iceberg connector sets iceberg.control.commit.timeout-ms to
+    Integer.MAX_VALUE: accepted, as Java accepts it, with what it means for orphan removal said."""
+    config = parse_connector({**GOOD, "iceberg.control.commit.timeout-ms": "2147483647"}, WORKER)
+    assert config.commit_timeout_ms == 2_147_483_647
+    assert any("orphans.older-than-ms" in w and "read again" in w for w in config.warnings), config.warnings

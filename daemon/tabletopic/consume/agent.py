@@ -86,7 +86,9 @@ class FaustConsumer:
             topic_disable_leader=True,
             broker_session_timeout=session_s,
             broker_heartbeat_interval=worker.heartbeat_interval_ms / 1000,
-            broker_rebalance_timeout=max(60.0, config.commit_timeout_ms / 1000 * 2),
+            # Kafka holds it in a 32-bit field of milliseconds: the Iceberg connector's tests set the commit
+            # timeout to Integer.MAX_VALUE.
+            broker_rebalance_timeout=min(2**31 - 1, max(60_000, 2 * config.commit_timeout_ms)) / 1000,
             broker_commit_every=_NEVER,
             broker_commit_interval=float(_NEVER),
             broker_max_poll_records=worker.max_poll_records,
