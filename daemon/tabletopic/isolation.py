@@ -50,7 +50,7 @@ def convert_isolating(convert: Callable[[Sequence[bytes]], ConvertResult], data:
     out = ConvertResult()
     for start, piece in ((0, data[:half]), (half, data[half:])):
         result = convert_isolating(convert, piece)
-        out.parts += [Converted(p.table, p.indexes + start, p.schemaless) for p in result.parts]
+        out.parts += [Converted(p.table, p.indexes + start, p.schemaless, p.primitive) for p in result.parts]
         out.failures += [Failure(f.index + start, f.reason) for f in result.failures]
         out.nulls += [i + start for i in result.nulls]
     return out

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.convert.change_kind import ChangeKinds
-from tabletopic.convert.converter import Converter, load_converter
-from tabletopic.convert.key_rows import tombstone_deletes
-from tabletopic.convert.records import RawRecords, SinkRecords
+from tabletopic.convert.converter import Converter, ConvertResult, load_converter
+from tabletopic.convert.key_rows import as_deletes, tombstone_deletes
+from tabletopic.convert.records import RawRecords, SinkRecords, no_columns
 from tabletopic.failed_records import RecordFailure
 from tabletopic.isolation import apply_isolating, convert_isolating
 from tabletopic.route.router import Router
@@ -49,7 +49,7 @@ class Staging:
         self.config = config
         self.value_converter: Converter = load_converter(config.value_converter, is_key=False)
         self.key_converter: Converter = load_converter(config.key_converter, is_key=True)
-        self.transforms = TransformChain(config.transforms)
+        self.transforms = TransformChain(config.transforms, config.predicates)
         self.router = Router(config)
         self._change_kinds: dict[str | None, ChangeKinds] = {}  # by cdc field: keyed tables may differ in it
 
@@ -64,24 +64,34 @@ class Staging:
         def failed(stage: str) -> Callable[[int, str], None]:
             return lambda row, why: failures.append(RecordFailure(stage, row, why))
 
-        for converted, tombstones in self._convert(raw, failures, staged.tombstones):
+        for converted in self._convert(raw, failures, staged.tombstones):
             pieces = [converted]
-            if not tombstones and self.transforms:
+            if self.transforms:
                 try:
-                    pieces = apply_isolating(self.transforms.apply, converted, failed("transform"))
+                    pieces = []
+                    for done in apply_isolating(self.transforms.apply, converted, failed("transform")):
+                        failures.extend(RecordFailure("transform", row, why) for row, why in done.failures)
+                        pieces.extend(done.batches)
                 except TransformError as exc:
                     failures.extend(RecordFailure("transform", int(r), str(exc)) for r in converted.rows)
                     continue
             for records in pieces:
                 if not len(records):
                     continue
-                route = functools.partial(self.router.route, tombstones=tombstones)
+                if records.tombstone:
+                    if not self.config.may_key:
+                        continue  # a null value carries nothing for an append table
+                    deletes = as_deletes(records)
+                    if isinstance(deletes, str):
+                        failures.extend(RecordFailure("transform", int(r), deletes) for r in records.rows)
+                        continue
+                    records = deletes
+                route = functools.partial(self.router.route, tombstones=records.tombstone)
                 for routed in apply_isolating(route, records, failed("route")):
                     failures.extend(RecordFailure("route", f.index, f.reason) for f in routed.failures)
                     staged.unrouted.extend(routed.unrouted)
                     for table, subset in routed.by_table.items():
-                        staged.changes.setdefault(table, []).extend(self._changes(table, subset, tombstones,
-                                                                                  failures))
+                        staged.changes.setdefault(table, []).extend(self._changes(table, subset, failures))
         return staged
 
     def _too_large(self, value_sizes: np.ndarray, key_sizes: np.ndarray) -> list[RecordFailure]:
@@ -92,11 +102,11 @@ class Staging:
                 for what, sizes in (("value", value_sizes), ("key", key_sizes))
                 for i in np.flatnonzero(sizes > limit)]
 
-    def _convert(self, raw: RawRecords, failures: list[RecordFailure],
-                 tombstones: list[int]) -> list[tuple[SinkRecords, bool]]:
-        """Converted rows, each with whether they are tombstone deletes; records already in ``failures``
-        are not converted. The positions of the tombstones (null values, and values the converter reads
-        as null) go into ``tombstones``."""
+    def _convert(self, raw: RawRecords, failures: list[RecordFailure], tombstones: list[int]) -> list[SinkRecords]:
+        """Converted rows, and tombstones (null values) as batches of their keys; records already in
+        ``failures`` are not converted. The positions of the tombstones (null values, and values the
+        converter reads as null) go into ``tombstones``. Each batch carries its keys and headers where a
+        transform needs them."""
         refused = {f.index for f in failures}
         present: list[int] | range
         if not refused and None not in raw.values:  # the usual batch, passed on as it is
@@ -107,7 +117,7 @@ class Staging:
                 if i not in refused:
                     (present if value is not None else tombstones).append(i)
             values = [raw.values[i] for i in present]
-        out: list[tuple[SinkRecords, bool]] = []
+        out: list[SinkRecords] = []
         if present:
             result = convert_isolating(lambda batch: self.value_converter.convert(raw.topic, batch), values)
             failures.extend(RecordFailure("convert", present[f.index], f.reason) for f in result.failures)
@@ -117,8 +127,9 @@ class Staging:
             stamps = np.asarray(raw.timestamps, dtype=np.int64)
             for part in result.parts:
                 rows = position[part.indexes]
-                out.append((SinkRecords(raw.topic, raw.partition, part.table, offsets[rows], stamps[rows], rows,
-                                        schemaless=part.schemaless), False))
+                records = SinkRecords(raw.topic, raw.partition, part.table, offsets[rows], stamps[rows], rows,
+                                      schemaless=part.schemaless, primitive=part.primitive)
+                out.extend(self._with_keys(records, raw, failures) if self.transforms.needs_key else [records])
         absent = sorted(tombstones) if self.config.may_key else []
         if absent:
             # After the values: they may create the table these deletes apply to. The buffer
@@ -126,15 +137,39 @@ class Staging:
             deletes, key_failures = tombstone_deletes(raw, absent, lambda keys: convert_isolating(
                 lambda some: self.key_converter.convert(raw.topic, some), keys))
             failures.extend(RecordFailure("convert", f.index, f.reason) for f in key_failures)
-            out.extend((d, True) for d in deletes)
+            out.extend(deletes)
+        if self.transforms.needs_headers:
+            out = [replace(r, headers=[list(raw.headers[int(i)]) for i in r.rows]) for r in out]
         return out
 
-    def _changes(self, table: str, records: SinkRecords, tombstones: bool,
-                 failures: list[RecordFailure]) -> list[SinkRecords]:
+    def _with_keys(self, records: SinkRecords, raw: RawRecords, failures: list[RecordFailure]) -> list[SinkRecords]:
+        """``records`` with their keys converted, as transforms on keys need them: a batch per key shape, and
+        one for the null keys (a key table of no columns)."""
+        keys = [raw.keys[int(r)] for r in records.rows]
+        given = np.asarray([i for i, k in enumerate(keys) if k is not None], dtype=np.int64)
+        result = ConvertResult()
+        if len(given):
+            result = convert_isolating(lambda some: self.key_converter.convert(raw.topic, some),
+                                       [keys[int(i)] for i in given])
+        failures.extend(RecordFailure("convert", int(records.rows[given[f.index]]), f"key: {f.reason}")
+                        for f in result.failures)
+        out = []
+        null = np.ones(len(records), dtype=bool)
+        null[given] = False
+        null[given[result.nulls]] = True
+        for part in result.parts:
+            mask = np.zeros(len(records), dtype=bool)
+            mask[given[part.indexes]] = True
+            out.append(records.take(mask).with_key(part.table, part.primitive))
+        if null.any():
+            out.append(records.take(null).with_key(no_columns(int(null.sum()))))
+        return out
+
+    def _changes(self, table: str, records: SinkRecords, failures: list[RecordFailure]) -> list[SinkRecords]:
         """What ``records`` change in ``table``: appended rows, or, when the table is keyed (its own
         upsert and cdc-field keys, or the connector's), upserts and deletes by its id columns."""
         settings = self.config.table(table)
-        if tombstones:
+        if records.tombstone:
             # A tombstone deletes its key from a keyed table; in an append table it carries nothing.
             return [records] if settings.keyed else []
         if not settings.keyed:

@@ -39,7 +39,7 @@ from tabletopic.config.definition import (
 )
 from tabletopic.config.maintenance_settings import MaintenanceSettings, settings_from
 from tabletopic.config.partition_by import PartitionField, parse_partition_by
-from tabletopic.config.plugin_specs import PluginSpec, converter_spec, transform_specs
+from tabletopic.config.plugin_specs import PluginSpec, converter_spec, predicate_specs, transform_specs
 from tabletopic.config.worker import WORKER_KEYS, WorkerConfig
 from tabletopic.kafka_clients import KafkaClients, security_problem
 
@@ -69,6 +69,7 @@ class ConnectorConfig:
     key_converter: PluginSpec
     value_converter: PluginSpec
     transforms: list[PluginSpec]
+    predicates: list[PluginSpec]  # those transforms name; each transform's spec says which, and negate
     tables: list[str] | None
     dynamic_enabled: bool  # tables found as records arrive: by a route field, or by topic (Table Topic mode)
     table_topic_namespace: str | None  # Table Topic mode's namespace; None when it is off
@@ -263,7 +264,8 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
                             "failed records stop the connector and never reach the dead-letter topic")
     key_conv = converter_spec(props, "key.converter", worker.key_converter, worker, out)
     value_conv = converter_spec(props, "value.converter", worker.value_converter, worker, out)
-    transforms = transform_specs(props, values["transforms"], out)
+    predicates = predicate_specs(props, values["predicates"], out)
+    transforms = transform_specs(props, values["transforms"], predicates, out)
     overrides = {**prefixed(props, KAFKA_PREFIX), **prefixed(props, CONSUMER_OVERRIDE_PREFIX)}
     producer_overrides = prefixed(props, PRODUCER_OVERRIDE_PREFIX)
     clients = KafkaClients(worker.bootstrap_servers, worker.raw).for_connector(overrides, producer_overrides)
@@ -285,6 +287,7 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
         key_converter=key_conv,
         value_converter=value_conv,
         transforms=transforms,
+        predicates=predicates,
         tables=values["iceberg.tables"],
         dynamic_enabled=values["iceberg.tables.dynamic-enabled"] or table_topic,
         table_topic_namespace=values["tabletopic.table-topic.namespace"] if table_topic else None,

@@ -15,6 +15,8 @@ CONNECTOR_CLASSES = (
     "org.apache.iceberg.connect.IcebergSinkConnector",
     "io.tabular.iceberg.connect.IcebergSinkConnector",
     "tabletopic.IcebergSinkConnector",
+    "IcebergSinkConnector",  # Connect's simple name and alias of whichever is installed
+    "IcebergSink",
 )
 CATALOG_PREFIX = "iceberg.catalog."
 HADOOP_PREFIX = "iceberg.hadoop."
@@ -31,6 +33,7 @@ CONVERTER_GROUP = "tabletopic.converters"
 REGISTRY_CONVERTERS = {"io.confluent.connect.avro.AvroConverter", "io.confluent.connect.protobuf.ProtobufConverter",
                        "io.confluent.connect.json.JsonSchemaConverter"}
 TRANSFORM_GROUP = "tabletopic.transforms"
+PREDICATE_GROUP = "tabletopic.predicates"
 
 
 def partition_by_problem(value: str) -> str | None:
@@ -57,7 +60,12 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
     Key("key.converter", KeyType.STRING, None, "Converter class for record keys; defaults to the worker's."),
     Key("value.converter", KeyType.STRING, None, "Converter class for record values; defaults to the worker's."),
     Key("transforms", KeyType.LIST, [], "Comma-separated aliases of single message transforms, applied in order; "
-        "each is configured by transforms.<alias>.type and transforms.<alias>.*."),
+        "each is configured by transforms.<alias>.type (a class name, simple name or alias, as in Connect) and "
+        "transforms.<alias>.*, and applies only to the records its transforms.<alias>.predicate matches "
+        "(none: to every record; transforms.<alias>.negate=true: to those it does not match). docs/transforms.md "
+        "lists them."),
+    Key("predicates", KeyType.LIST, [], "Comma-separated aliases of predicates for transforms.<alias>.predicate; "
+        "each is configured by predicates.<alias>.type and predicates.<alias>.*."),
     Key("errors.tolerance", KeyType.STRING, "none",
         "none: a record that cannot be converted, transformed or routed stops the connector before its offset "
         "is committed. all: such records are skipped (and sent to the dead-letter topic if one is set).",

@@ -17,7 +17,8 @@ import numpy as np
 import pyarrow as pa
 
 from tabletopic.config.connector_keys import CONVERTER_GROUP
-from tabletopic.config.plugin_specs import PluginSpec, available_plugins
+from tabletopic.config.plugin_names import available_plugins
+from tabletopic.config.plugin_specs import PluginSpec
 
 
 @dataclass
@@ -29,6 +30,8 @@ class Converted:
     # Values without a schema (JSON with schemas.enable=false): their types are what the payload held, so
     # a table's column keeps its own type and converts them (no type is promoted for them).
     schemaless: bool = False
+    # Each value is one primitive (a string, bytes) in a column named ``value``, not a struct's fields.
+    primitive: bool = False
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ class ConvertResult:
         """This result of converting a subset, as positions of the whole (``positions[i]`` for item
         ``i``), with ``failures`` of the items left out of the subset."""
         where = np.asarray(positions, dtype=np.int64)
-        out = ConvertResult([Converted(p.table, where[p.indexes], p.schemaless) for p in self.parts],
+        out = ConvertResult([Converted(p.table, where[p.indexes], p.schemaless, p.primitive) for p in self.parts],
                             [Failure(int(where[f.index]), f.reason) for f in self.failures] + list(failures),
                             [int(where[i]) for i in self.nulls])
         out.failures.sort(key=lambda f: f.index)

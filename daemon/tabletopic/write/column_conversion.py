@@ -32,7 +32,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import math
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, time
@@ -42,6 +41,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from tabletopic.convert.java_text import java_double
 
 # Field metadata that says what Iceberg type a column has where its Arrow type does not tell.
 ICEBERG_TYPE = b"iceberg.type"
@@ -270,7 +271,7 @@ def _to_string(array: pa.Array) -> pa.Array:
     if pa.types.is_floating(source):
         # Java prints a double as Double.toString does: 1.0, 1.0E10, 1.0E-5.
         single = source == pa.float32()
-        return pa.array([None if v is None else _java_float(v, single) for v in array.to_pylist()], pa.string())
+        return pa.array([None if v is None else java_double(v, single) for v in array.to_pylist()], pa.string())
     if pa.types.is_boolean(source) or pa.types.is_integer(source) or pa.types.is_decimal(source):
         return pc.cast(array, pa.string())
     if pa.types.is_struct(source) or pa.types.is_list(source) or pa.types.is_large_list(source) \
@@ -278,26 +279,6 @@ def _to_string(array: pa.Array) -> pa.Array:
         return pa.array([None if v is None else json.dumps(_jsonable(v), separators=(",", ":"), ensure_ascii=False)
                          for v in array.to_pylist()], pa.string())
     return _cast(array, pa.string())
-
-
-def _java_float(value: float, single: bool) -> str:
-    """``Double.toString`` (or ``Float.toString``): plain from 10^-3 up to 10^7, else d.dddEn."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    if value == 0:
-        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
-    # The shortest decimal form that reads back as the same float (as Java since 19; Java 17 may print
-    # a digit more for a few values).
-    digits = Decimal(np.format_float_positional(np.float32(value), unique=True) if single else repr(value))
-    if Decimal("0.001") <= abs(digits) < Decimal(10_000_000):
-        plain = format(digits.normalize(), "f")
-        return plain if "." in plain else plain + ".0"
-    sign, numbers, exponent = digits.normalize().as_tuple()
-    mantissa = "".join(map(str, numbers))
-    power = len(mantissa) - 1 + int(exponent)
-    return ("-" if sign else "") + mantissa[0] + "." + (mantissa[1:] or "0") + f"E{power}"
 
 
 def _jsonable(value: Any) -> Any:

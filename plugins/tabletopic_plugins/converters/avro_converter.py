@@ -67,7 +67,11 @@ class AvroConverter:
             if isinstance(compiled, str):
                 result.failures.extend(Failure(i, compiled) for i in indexes)
                 continue
+            first = len(result.parts)
             self._decode(compiled, schema_id, data, indexes, result)
+            if not compiled.shape.record:  # a primitive schema's value: one column, for transforms a primitive
+                for part in result.parts[first:]:
+                    part.primitive = True
         result.failures.sort(key=lambda f: f.index)
         return result
 

@@ -204,7 +204,7 @@ def _convert_python(node: Node, indexes: list[int], payloads: list[bytes], resul
         return
     wrapped = Node(wire, wire, False, "struct", [("value", node)]) if primitive else node
     table = pa.Table.from_struct_array(array)
-    _finish_top(wrapped, table, np.asarray(kept, dtype=np.int64), result)
+    _finish_top(wrapped, table, np.asarray(kept, dtype=np.int64), result, primitive)
 
 
 def payloads_for(subset: list[int], indexes: list[int], payloads: list[bytes]) -> list[bytes]:
@@ -212,7 +212,8 @@ def payloads_for(subset: list[int], indexes: list[int], payloads: list[bytes]) -
     return [where[i] for i in subset]
 
 
-def _finish_top(node: Node, table: pa.Table, indexes: np.ndarray, result: ConvertResult) -> None:
+def _finish_top(node: Node, table: pa.Table, indexes: np.ndarray, result: ConvertResult,
+                primitive: bool = False) -> None:
     columns, fields = [], []
     valid = None
     for name, child in node.children:
@@ -232,7 +233,7 @@ def _finish_top(node: Node, table: pa.Table, indexes: np.ndarray, result: Conver
                                    schema=pa.schema(fields))
         indexes = indexes[np.asarray(keep.to_numpy(zero_copy_only=False), dtype=bool)]
     if len(indexes):
-        result.parts.append(Converted(out, indexes))
+        result.parts.append(Converted(out, indexes, primitive=primitive))
 
 
 # -- schemas.enable=false ---------------------------------------------------------------------

@@ -19,6 +19,9 @@ class StringConverter:
             raise ValueError(f"converter.encoding={encoding!r}: only UTF-8 is supported")
 
     def convert(self, topic: str, data: Sequence[bytes]) -> ConvertResult:
+        return _primitive(self._convert(data))
+
+    def _convert(self, data: Sequence[bytes]) -> ConvertResult:
         binary = pa.array(data, pa.binary())
         try:  # Arrow validates UTF-8 while casting; only a failing batch is checked record by record
             return ConvertResult.single(pa.table({"value": binary.cast(pa.string())}), np.arange(len(data)))
@@ -43,4 +46,11 @@ class ByteArrayConverter:
         pass
 
     def convert(self, topic: str, data: Sequence[bytes]) -> ConvertResult:
-        return ConvertResult.single(pa.table({"value": pa.array(data, pa.binary())}), np.arange(len(data)))
+        return _primitive(ConvertResult.single(pa.table({"value": pa.array(data, pa.binary())}), np.arange(len(data))))
+
+
+def _primitive(result: ConvertResult) -> ConvertResult:
+    """Each payload is one value, not a struct: single message transforms treat it as Connect's primitive."""
+    for part in result.parts:
+        part.primitive = True
+    return result

@@ -1,23 +1,26 @@
-"""Unwrap Debezium change events into rows with a ``_cdc`` struct, as the Iceberg connector's transform does.
+"""``org.apache.iceberg.connect.transforms.DebeziumTransform``: Debezium change events to rows with a ``_cdc``
+struct, as the Iceberg sink's transform makes them.
 
-Registered as ``org.apache.iceberg.connect.transforms.DebeziumTransform`` (the Iceberg
-connector's name) and ``tabletopic.transforms.DebeziumTransform``.
+Also registered as ``tabletopic.transforms.DebeziumTransform``. Each event's ``after`` image (``before`` for
+a delete) becomes the row, with::
 
-Input rows carry Debezium's envelope: ``before``, ``after``, ``op``, ``source``, ``ts_ms``.
-Output rows are the ``after`` image (the ``before`` image for deletes) plus::
+    _cdc: struct<op, ts, offset, source, target[, key]>
 
-    _cdc: struct<op: string, ts: timestamptz, source: string, target: string>
+* ``op``: U for Debezium's ``u``, D for ``d``, I for anything else (``c``, ``r``), ready for
+  ``iceberg.tables.cdc-field=_cdc.op``.
+* ``ts``: the event's ``ts_ms``, a timestamp (a long, schemaless).
+* ``offset``: the record's Kafka offset.
+* ``source``: ``<db>.<table>`` from the ``source`` block, where ``schema`` stands in for ``db`` if it is
+  there (PostgreSQL); ``target``: ``cdc.target.pattern`` with ``{db}`` and ``{table}`` filled in (by
+  default the same as ``source``), ready for ``iceberg.tables.route-field=_cdc.target``.
+* ``key``: the record's key, where it has one (schemaless: where it is an object).
 
-``op`` is I (Debezium's c and r, the snapshot read), U (u) or D (d), ready for
-``iceberg.tables.cdc-field=_cdc.op``.  ``source`` is ``<db or schema>.<table>`` from the
-event's source block; ``target`` is ``cdc.target.pattern`` with ``{db}``, ``{schema}`` and
-``{table}`` filled in (default ``{db}.{table}``), ready for dynamic routing with
-``iceberg.tables.route-field=_cdc.target``.
+As the Iceberg sink's: a null value passes; schemaless, an event whose image is not an object is dropped;
+with a schema, an event whose image is null fails.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 import numpy as np
@@ -25,102 +28,132 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tabletopic.convert.records import SinkRecords
-
-_OPS = {"c": "I", "r": "I", "u": "U", "d": "D"}
-_PLACEHOLDER = re.compile(r"\{(db|schema|table)\}")
+from tabletopic.transform.chain import RowsFailed, every_record
+from tabletopic_plugins.transforms.connect_record import (
+    KEY,
+    VALUE,
+    constant,
+    is_primitive,
+    operand,
+    required_struct,
+    struct_from,
+    table_of_struct,
+    text,
+)
 
 
 class DebeziumTransform:
+    keys = frozenset(("cdc.target.pattern",))
+    needs_key = True
+
     def configure(self, props: Mapping[str, str]) -> None:
-        self.pattern = props.get("cdc.target.pattern", "{db}.{table}")
+        self.pattern = text(props, "cdc.target.pattern") or None
 
-    def apply(self, records: SinkRecords) -> SinkRecords:
-        table = records.value
-        missing = [c for c in ("op", "source") if c not in table.column_names]
-        if missing or ("after" not in table.column_names and "before" not in table.column_names):
-            raise ValueError(f"not a Debezium change event: missing {missing or ['before/after']}")
-        op = pc.cast(table.column("op").combine_chunks(), pa.string())
-        kinds = pa.nulls(len(op), pa.string())
-        for debezium, kind in _OPS.items():
-            kinds = pc.if_else(pc.fill_null(pc.equal(op, debezium), False), kind, kinds)
-        unknown = np.asarray(kinds.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        if unknown.any():
-            bad = sorted({str(v) for v in pc.filter(op, pa.array(unknown)).to_pylist()})
-            raise ValueError(f"unknown Debezium op {bad}; expected c, r, u or d")
-        image = self._image(table, np.asarray(pc.equal(kinds, "D").to_numpy(zero_copy_only=False), dtype=bool))
+    def apply(self, records: SinkRecords) -> list[SinkRecords] | SinkRecords:
+        table = operand(records, VALUE)
+        if table is None:
+            return records
+        if is_primitive(records, VALUE):
+            raise every_record(records, required_struct(records, VALUE, "Debezium transform"))
+        names = table.column_names
+        if "op" not in names:
+            raise every_record(records, "a Debezium event needs an op field")
+        op = table.column("op").combine_chunks()
+        if op.null_count:
+            bad = np.asarray(op.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+            raise RowsFailed(bad, "a Debezium event's op is null")
+        op = pc.cast(op, pa.string())
+        kinds = pc.if_else(pc.equal(op, "u"), "U", pc.if_else(pc.equal(op, "d"), "D", "I"))
+        delete = np.asarray(pc.equal(kinds, "D").to_numpy(zero_copy_only=False), dtype=bool)
+        images = [self._image(table, "before"), self._image(table, "after")]
+        present = np.zeros(len(records), dtype=bool)
+        for image, rows in zip(images, (delete, ~delete), strict=True):
+            if image is not None:
+                present |= rows & np.asarray(image.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        if not present.all():
+            if not records.schemaless:
+                raise RowsFailed(~present, "a Debezium event has no before image for a delete, or no after image")
+            if not present.any():
+                return []
+            keep = pa.array(present)
+            records, table, kinds, delete = (records.take(present), table.filter(keep), kinds.filter(keep),
+                                             delete[present])
+            images = [self._image(table, "before"), self._image(table, "after")]
+        cdc = self._cdc(records, table, kinds)
+        return [part.with_value(part.value.append_column("_cdc", cdc.filter(pa.array(mask))))
+                for part, mask in self._rows(records, images, delete)]
+
+    @staticmethod
+    def _image(table: pa.Table, name: str) -> pa.StructArray | None:
+        if name not in table.column_names:
+            return None
+        column = table.column(name).combine_chunks()
+        if pa.types.is_null(column.type):
+            return None
+        if not pa.types.is_struct(column.type):
+            raise ValueError(f"a Debezium event's {name} image must be an object, not {column.type}")
+        return column
+
+    @staticmethod
+    def _rows(records: SinkRecords, images: list[pa.StructArray | None],
+              delete: np.ndarray) -> list[tuple[SinkRecords, np.ndarray]]:
+        out = []
+        for image, mask in zip(images, (delete, ~delete), strict=True):
+            if image is None or not mask.any():
+                continue
+            part = records if mask.all() else records.take(mask)
+            out.append((part.with_value(table_of_struct(image.filter(pa.array(mask)))), mask))
+        return out
+
+    def _cdc(self, records: SinkRecords, table: pa.Table, kinds: pa.Array) -> pa.StructArray:
+        n = len(records)
+        if "source" not in table.column_names:
+            raise every_record(records, "a Debezium event needs a source block")
         source = table.column("source").combine_chunks()
-        parts = {name: self._source_field(source, name) for name in ("db", "schema", "table")}
-        owner = parts["db"] if parts["db"] is not None else parts["schema"]
-        source_name = pc.binary_join_element_wise(owner, parts["table"], ".") if owner is not None \
-            else parts["table"]
-        ts = table.column("ts_ms").combine_chunks() if "ts_ms" in table.column_names else \
-            pa.array(records.timestamps, pa.int64())
-        if pa.types.is_floating(ts.type):  # a batch with a fractional ts_ms elsewhere; whole ones still fit
-            ts = pc.cast(ts, pa.int64())
-        cdc = pa.StructArray.from_arrays(
-            [kinds, pc.cast(pc.cast(ts, pa.timestamp("ms", tz="UTC")), pa.timestamp("us", tz="UTC")),
-             source_name, self._target(parts, len(table))],
-            names=["op", "ts", "source", "target"])
-        return records.with_value(image.append_column("_cdc", cdc))
-
-    @staticmethod
-    def _image(table: pa.Table, is_delete: np.ndarray) -> pa.Table:
-        """The row each event leaves: ``after``, or ``before`` for a delete, field by field by name (the
-        two images may list their fields in different orders, or one may lack a field)."""
-        after, before = _image_column(table, "after"), _image_column(table, "before")
-        base = after if after is not None else before
-        if base is None:
-            raise ValueError("a Debezium event needs a before or an after image; both are null")
-        names = [base.type.field(i).name for i in range(base.type.num_fields)]
-        if base is after and before is not None:
-            names += [before.type.field(i).name for i in range(before.type.num_fields)
-                      if before.type.field(i).name not in names]
-        if not names:
-            raise ValueError("a Debezium event's image has no fields")
-        columns = []
-        mask = pa.array(is_delete)
-        for name in names:
-            new = after.field(name) if after is not None and after.type.get_field_index(name) >= 0 else None
-            old = before.field(name) if before is not None and before.type.get_field_index(name) >= 0 else None
-            if new is None:
-                columns.append(old if old is not None else pa.nulls(len(table)))
-            elif old is None or not is_delete.any():
-                columns.append(new)
-            else:
-                columns.append(pc.if_else(mask, old, new))
-        return pa.Table.from_arrays(columns, names=names)
-
-    @staticmethod
-    def _source_field(source: pa.Array, name: str) -> pa.Array | None:
         if not pa.types.is_struct(source.type):
-            raise ValueError(f"a Debezium event's source must be an object, not {source.type}")
-        fields = [source.type.field(i).name for i in range(source.type.num_fields)]
-        return pc.cast(pc.struct_field(source, name), pa.string()) if name in fields else None
+            raise every_record(records, f"a Debezium event's source must be an object, not {source.type}")
+        fields = {source.type.field(i).name for i in range(source.type.num_fields)}
 
-    def _target(self, parts: dict[str, pa.Array | None], n: int) -> pa.Array:
-        pieces: list[pa.Array | str] = []
-        last = 0
-        for match in _PLACEHOLDER.finditer(self.pattern):
-            if match.start() > last:
-                pieces.append(self.pattern[last:match.start()])
-            value = parts[match.group(1)]
-            pieces.append(value if value is not None else pa.nulls(n, pa.string()))
-            last = match.end()
-        if last < len(self.pattern):
-            pieces.append(self.pattern[last:])
-        arrays = [p if isinstance(p, pa.Array) else pa.array([p] * n, pa.string()) for p in pieces]
-        if len(arrays) == 1:
-            return arrays[0]
-        return pc.binary_join_element_wise(*arrays, "")
+        def part(name: str) -> pa.Array:
+            if name not in fields:
+                return constant("null", n, pa.string())
+            return pc.fill_null(pc.cast(pc.struct_field(source, name), pa.string()), "null")
 
+        db = part("schema") if "schema" in fields else part("db")
+        table_name = part("table")
+        source_name = pc.binary_join_element_wise(db, table_name, ".")
+        target = source_name if not self.pattern else self._target(db, table_name, n)
+        if "ts_ms" in table.column_names:
+            ts = table.column("ts_ms").combine_chunks()
+            if pa.types.is_floating(ts.type):
+                ts = pc.cast(ts, pa.int64())
+        else:
+            ts = pa.nulls(n, pa.int64())
+        if not records.schemaless:
+            ts = pc.cast(pc.cast(ts, pa.timestamp("ms", tz="UTC")), pa.timestamp("us", tz="UTC"))
+        arrays = [kinds, ts, pa.array(records.offsets, pa.int64()), source_name, target]
+        names = ["op", "ts", "offset", "source", "target"]
+        key = operand(records, KEY)
+        if key is not None and not (records.schemaless and records.key_primitive):
+            arrays.append(key.column(0).combine_chunks() if records.key_primitive else struct_from(key))
+            names.append("key")
+        return pa.StructArray.from_arrays(arrays, names=names)
 
-def _image_column(table: pa.Table, name: str) -> pa.StructArray | None:
-    """The ``before`` or ``after`` image, or None where the batch has none (absent, or null in every event)."""
-    if name not in table.column_names:
-        return None
-    column = table.column(name).combine_chunks()
-    if column.null_count == len(column):  # of any type: the batch it was read with may have widened it
-        return None
-    if not pa.types.is_struct(column.type):
-        raise ValueError(f"a Debezium event's {name} image must be an object, not {column.type}")
-    return column
+    def _target(self, db: pa.Array, table: pa.Array, n: int) -> pa.Array:
+        assert self.pattern is not None
+        pieces: list[pa.Array] = []
+        rest = self.pattern
+        while rest:
+            at_db, at_table = rest.find("{db}"), rest.find("{table}")
+            found = [(i, token) for i, token in ((at_db, "{db}"), (at_table, "{table}")) if i >= 0]
+            if not found:
+                pieces.append(constant(rest, n, pa.string()))
+                break
+            i, token = min(found)
+            if i:
+                pieces.append(constant(rest[:i], n, pa.string()))
+            pieces.append(db if token == "{db}" else table)
+            rest = rest[i + len(token):]
+        if not pieces:
+            return constant("", n, pa.string())
+        return pieces[0] if len(pieces) == 1 else pc.binary_join_element_wise(*pieces, "")

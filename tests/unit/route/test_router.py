@@ -14,7 +14,8 @@ WORKER = parse_worker({"bootstrap.servers": "127.0.0.1:9"})
 
 
 def router(**props: str) -> Router:
-    return Router(parse_connector({"name": "r", "topics": "t", **props}, WORKER))
+    return Router(parse_connector({"name": "r", "topics": "t", "iceberg.catalog.type": "hadoop",
+                                   "iceberg.catalog.warehouse": "file:///tmp/w", **props}, WORKER))
 
 
 def records(**columns: list) -> SinkRecords:
