@@ -79,9 +79,13 @@ class SinkRecords:
                        if self.headers is not None else None)
 
     def with_value(self, value: pa.Table, primitive: bool | None = None) -> SinkRecords:
-        """These records with ``value`` (a tombstone given one is a tombstone no more)."""
+        """These records with ``value``; their change kinds stay (a tombstone's key rows are still deletes)."""
         return replace(self, value=value, primitive=self.primitive if primitive is None else primitive,
-                       tombstone=False, ops=self.ops if not self.tombstone else _NO_OPS)
+                       tombstone=False)
+
+    def as_values(self, value: pa.Table, primitive: bool = False) -> SinkRecords:
+        """Tombstones given a value by a transform: records with that value, changes no more."""
+        return replace(self.with_value(value, primitive), ops=_NO_OPS)
 
     def as_tombstones(self) -> SinkRecords:
         """These records with null values: tombstones, deletes by key for a keyed table."""

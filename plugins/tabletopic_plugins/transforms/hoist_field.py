@@ -35,8 +35,10 @@ class HoistField(Sided):
         table = operand(records, self.side)
         if table is None:
             # Null has no schema: Connect makes a schemaless map of it.
-            wrapped = with_operand(records, self.side, pa.table({self.field: pa.nulls(len(records))}), False)
-            return replace(wrapped, schemaless=True) if self.side != KEY else wrapped
+            wrapped = pa.table({self.field: pa.nulls(len(records))})
+            if self.side == KEY:
+                return with_operand(records, KEY, wrapped, False)
+            return replace(records.as_values(wrapped), schemaless=True)
         column = table.column(0) if is_primitive(records, self.side) else struct_from(table)
         return with_operand(records, self.side, pa.table({self.field: column}), False)
 
