@@ -97,8 +97,11 @@ def test_fetch_sizes_come_from_the_connector_then_the_worker() -> None:
     config = parse_connector(GOOD, worker)
     assert (config.fetch_min_bytes, config.fetch_max_wait_ms) == (1, 250)
     config = parse_connector({**GOOD, "consumer.override.fetch.min.bytes": "65536",
-                              "iceberg.kafka.fetch.max.wait.ms": "100"}, worker)
+                              "consumer.override.fetch.max.wait.ms": "100"}, worker)
     assert (config.fetch_min_bytes, config.fetch_max_wait_ms) == (65536, 100)
+    # iceberg.kafka.* is the control topic's, as in the Iceberg sink: the source consumer never sees it.
+    config = parse_connector({**GOOD, "iceberg.kafka.fetch.max.wait.ms": "100"}, worker)
+    assert config.fetch_max_wait_ms == 250
 
 
 def test_a_fetch_override_that_is_not_a_count_is_refused() -> None:
@@ -246,11 +249,9 @@ def test_kafka_security_settings_are_checked_and_secrets_never_echoed() -> None:
     assert config.raw["security.protocol"] == "SASL_PLAINTEXT"
 
 
-def test_default_catalog_is_a_local_hadoop_warehouse() -> None:
-    props = {k: v for k, v in GOOD.items() if not k.startswith("iceberg.catalog.")}
-    config = parse_connector(props, WORKER)
-    assert config.catalog_props["type"] == "hadoop"
-    assert config.catalog_props["warehouse"].startswith("file:///")
+def test_a_connector_without_a_catalog_is_refused_as_the_iceberg_sink_refuses_it() -> None:
+    message = problems(**{"iceberg.catalog.type": None, "iceberg.catalog.warehouse": None})
+    assert "iceberg.catalog.*: Must specify Iceberg catalog properties" in message
 
 
 def test_properties_syntax() -> None:
@@ -315,3 +316,121 @@ def test_the_iceberg_connectors_own_test_timeout_is_accepted_with_a_warning() ->
     config = parse_connector({**GOOD, "iceberg.control.commit.timeout-ms": "2147483647"}, WORKER)
     assert config.commit_timeout_ms == 2_147_483_647
     assert any("orphans.older-than-ms" in w and "read again" in w for w in config.warnings), config.warnings
+
+
+# -- what a Connect configuration means here (issue 53) --------------------------------------------------
+@pytest.mark.parametrize(("key", "near"), [("errors.tolerence", "errors.tolerance"),
+                                           ("iceberg.tables.auto-create-enable", "iceberg.tables.auto-create-enabled"),
+                                           ("topic", "topics"),
+                                           ("iceberg.table.db.orders.id-colums", "iceberg.table.db.orders.id-columns"),
+                                           ("value.convertor", "value.converter")])
+def test_a_misspelt_key_is_told_with_the_key_it_misspells(key: str, near: str) -> None:
+    config = parse_connector({**GOOD, key: "x"}, WORKER)
+    assert any(w.startswith(f"unknown key {key!r} ignored") and f"did you mean {near!r}?" in w
+               for w in config.warnings), config.warnings
+
+
+def test_keys_inside_families_are_told_when_nothing_reads_them() -> None:
+    config = parse_connector({**GOOD, "consumer.override.client.id": "x", "producer.override.linger.ms": "5",
+                              "admin.override.ssl.truststore.location": "/t", "iceberg.kafka.acks": "all",
+                              "transforms": "tag",
+                              "transforms.tag.type": "org.apache.kafka.connect.transforms.InsertField$Value",
+                              "transforms.tag.static.feild": "f", "transforms.tag.static.field": "s",
+                              "transforms.tag.static.value": "v", "transforms.other.type": "Filter",
+                              "predicates.p.type": "RecordIsTombstone"}, WORKER)
+    told = "\n".join(config.warnings)
+    assert "consumer.override.client.id is not applied" in told and "producer.override.linger.ms" in told
+    assert "iceberg.kafka.acks is not applied" in told and "admin.override.ssl" not in told
+    assert "unknown key 'transforms.tag.static.feild' ignored (InsertField$Value does not read it); did you mean " \
+           "'transforms.tag.static.field'?" in told
+    assert "transforms.other.type is ignored: 'other' is not listed in transforms" in told
+    assert "predicates.p.type is ignored: 'p' is not listed in predicates" in told
+
+
+def test_connect_plugin_names_simple_and_short() -> None:
+    config = parse_connector({**GOOD, "connector.class": "IcebergSink", "value.converter": "JsonConverter",
+                              "key.converter": "String", "transforms": "r,f", "transforms.r.type": "RegexRouter",
+                              "transforms.r.regex": "(.*)", "transforms.r.replacement": "$1",
+                              "transforms.f.type": "Filter", "transforms.f.predicate": "t",
+                              "predicates": "t", "predicates.t.type": "RecordIsTombstone"}, WORKER)
+    assert config.value_converter.class_name == "org.apache.kafka.connect.json.JsonConverter"
+    assert config.key_converter.class_name == "org.apache.kafka.connect.storage.StringConverter"
+    assert [t.class_name for t in config.transforms] == ["org.apache.kafka.connect.transforms.RegexRouter",
+                                                         "org.apache.kafka.connect.transforms.Filter"]
+    assert config.predicates[0].class_name == "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone"
+    # A nested class's simple name (Value) names several plugins: Connect gives it no alias, nor does this sink.
+    assert "unknown transform" in problems(transforms="c", transforms__c__type="Value")
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"transforms.t.predicate": "nope"}, "transforms.t.predicate='nope': names a predicate, but predicates lists none"),
+    ({"transforms.t.negate": "true"}, "transforms.t.negate='true': needs transforms.<alias>.predicate"),
+    ({"transforms.t.negate": "yes", "transforms.t.predicate": "p", "predicates": "p",
+      "predicates.p.type": "RecordIsTombstone"}, "transforms.t.negate='yes': must be true or false"),
+    ({"predicates": "p", "predicates.p.type": "TopicNameMatches"}, "Missing required configuration \"pattern\""),
+    ({"transforms.t.regex": "("}, "not a regular expression"),
+])
+def test_transform_and_predicate_settings_that_cannot_work_are_refused(changes: dict[str, str], message: str) -> None:
+    props = {"transforms": "t", "transforms.t.type": "RegexRouter", "transforms.t.regex": ".*",
+             "transforms.t.replacement": "x", **changes}
+    assert message in problems(**{k.replace(".", "__"): v for k, v in props.items()})
+
+
+def test_table_topic_mode_refuses_a_transform_that_renames_topics() -> None:
+    changes = {"iceberg.tables": None, "tabletopic.table-topic.enabled": "true", "transforms": "r",
+               "transforms.r.type": "RegexRouter", "transforms.r.regex": ".*", "transforms.r.replacement": "x"}
+    message = problems(**{k.replace(".", "__"): v for k, v in changes.items()})
+    assert "transforms.r.type='RegexRouter': gives records another topic, but Table Topic mode" in message
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"errors.deadletterqueue.topic.name": "orders"},
+     "The DLQ topic 'orders' may not be included in the list of topics ('topics=orders') to consume"),
+    ({"topics": None, "topics.regex": "ord.*", "errors.deadletterqueue.topic.name": "orders-dlq"},
+     "The DLQ topic 'orders-dlq' may not be included in the regex matching the topics ('topics.regex=ord.*')"),
+])
+def test_a_dead_letter_topic_the_connector_would_read_is_refused_as_connect_refuses_it(
+        changes: dict[str, str | None], message: str) -> None:
+    assert message in problems(**{k.replace(".", "__"): v for k, v in changes.items()})
+
+
+def test_kafka_overrides_connect_applies_are_applied() -> None:
+    config = parse_connector({**GOOD, "consumer.override.max.poll.records": "77",
+                              "consumer.override.isolation.level": "read_committed",
+                              "consumer.override.group.id": "legacy-group"}, WORKER)
+    assert (config.max_poll_records, config.isolation_level, config.group_id) == (77, "read_committed",
+                                                                                   "legacy-group")
+    assert "must be read_uncommitted or read_committed" in problems(
+        **{"consumer.override.isolation.level": "committed"})
+    # iceberg.connect.group-id, the Iceberg sink's own key, wins.
+    assert parse_connector({**GOOD, "consumer.override.group.id": "a", "iceberg.connect.group-id": "b"},
+                           WORKER).group_id == "b"
+
+
+def test_iceberg_kafka_goes_to_the_control_topic_clients_alone() -> None:
+    from tabletopic.kafka_clients import KafkaClients
+
+    config = parse_connector({**GOOD, "iceberg.kafka.bootstrap.servers": "10.0.0.9:9093",
+                              "iceberg.kafka.security.protocol": "SSL"}, WORKER)
+    clients = config.clients_of(KafkaClients(WORKER.bootstrap_servers, WORKER.raw))
+    control = clients.for_control(config.control_kafka)
+    assert control.bootstrap == ["10.0.0.9:9093"] and control.props("producer")["security.protocol"] == "SSL"
+    assert clients.bootstrap == ["127.0.0.1:9092"] and "security.protocol" not in clients.props("consumer")
+
+
+def test_connect_keys_this_sink_honours_or_that_change_nothing_here_are_known() -> None:
+    config = parse_connector({**GOOD, "errors.retry.timeout": "-1", "errors.retry.delay.max.ms": "5000",
+                              "errors.deadletterqueue.topic.replication.factor": "1",
+                              "header.converter": "org.apache.kafka.connect.storage.SimpleHeaderConverter",
+                              "config.action.reload": "none", "tasks.max.enforce": "true", "task.id": "0",
+                              "iceberg.coordinator.transactional.prefix": "p"}, WORKER)
+    assert not [w for w in config.warnings if "unknown key" in w or "not applied" in w]
+    assert (config.retry_timeout_ms, config.retry_delay_max_ms, config.dlq_replication) == (-1, 5000, 1)
+
+
+def test_the_java_commit_conflict_bound_and_this_sinks_refusal_bound_are_two_keys() -> None:
+    config = parse_connector(GOOD, WORKER)
+    assert (config.commit_max_conflicts, config.commit_max_refusals) == (None, 3)
+    config = parse_connector({**GOOD, "iceberg.control.commit.max-consecutive-failures": "2",
+                              "tabletopic.commit.max-consecutive-refusals": "5"}, WORKER)
+    assert (config.commit_max_conflicts, config.commit_max_refusals) == (2, 5)

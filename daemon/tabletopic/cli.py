@@ -40,11 +40,12 @@ def _load(worker_path: str | None, connector_paths: Sequence[str]) -> tuple[Work
     return worker, connectors
 
 
-def _logging(worker: WorkerConfig, connectors: Sequence[ConnectorConfig] = ()) -> None:
+def _logging(worker: WorkerConfig) -> None:
     from tabletopic.observe.logging_setup import configure_logging
     configure_logging(worker.log_level, worker.log_format, worker.scrubber)
     import structlog
-    for warning in [*worker.warnings, *(w for c in connectors for w in c.warnings)]:
+    # A connector's warnings are logged when it starts (connectors/herder.py), from a file or over REST.
+    for warning in worker.warnings:
         structlog.get_logger("tabletopic.config").warning(warning)
 
 
@@ -106,7 +107,7 @@ def cmd_standalone(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"tabletopic: {exc}", file=sys.stderr)
         return exit_codes.CONFIG
-    _logging(worker, connectors)
+    _logging(worker)
     from tabletopic.standalone import Standalone
     return _run(lambda: Standalone(worker, connectors), pending)
 
@@ -215,8 +216,7 @@ def cmd_offsets(args: argparse.Namespace) -> int:
     if args.reset or changes:
         from tabletopic.connectors.offsets import OffsetsChangeRefused, change_offsets_locally
         from tabletopic.kafka_clients import KafkaClients
-        clients = KafkaClients(worker.bootstrap_servers, worker.raw).for_connector(config.consumer_overrides,
-                                                                                    config.producer_overrides)
+        clients = config.clients_of(KafkaClients(worker.bootstrap_servers, worker.raw))
         try:
             positions = change_offsets_locally(worker.spark_conf, clients, config, None if args.reset else changes)
         except OffsetsChangeRefused as exc:
@@ -266,8 +266,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as exc:
         print(f"tabletopic: {exc}", file=sys.stderr)
         return exit_codes.CONFIG
-    clients = KafkaClients(worker.bootstrap_servers, worker.raw).for_connector(config.consumer_overrides,
-                                                                                config.producer_overrides)
+    clients = config.clients_of(KafkaClients(worker.bootstrap_servers, worker.raw))
     for line in status_lines(config, clients, tables):
         print(line)
     return 0

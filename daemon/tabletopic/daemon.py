@@ -208,7 +208,7 @@ class Daemon:
         """Before anything slow starts: can every client log in? Exits 78 if the brokers refuse one."""
         checks: dict[str, tuple[KafkaClients, str]] = {}
         for config in configs:
-            clients = self.kafka.for_connector(config.consumer_overrides, config.producer_overrides)
+            clients = config.clients_of(self.kafka)
             for role in ("consumer", "producer"):
                 checks.setdefault(clients.describe(role), (clients, role))
         await self._probe(checks)

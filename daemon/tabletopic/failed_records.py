@@ -7,19 +7,23 @@ of that batch is buffered, so no offset at or past the record is committed.
 ``errors.tolerance=all``: the record is skipped, logged if ``errors.log.enable``,
 and, with ``errors.deadletterqueue.topic.name``, produced to that topic as it
 came in, with Connect's ``__connect.errors.*`` headers when
-``errors.deadletterqueue.context.headers.enable`` is true.
+``errors.deadletterqueue.context.headers.enable`` is true. As Connect does, the topic is created at
+start when it is missing: one partition, ``errors.deadletterqueue.topic.replication.factor`` replicas.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import structlog
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import MessageSizeTooLargeError
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import MessageSizeTooLargeError, TopicAlreadyExistsError
 
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.convert.records import RawRecords
@@ -51,6 +55,24 @@ class RecordFailed(RuntimeError):
         )
 
 
+class DeadLetterTopicError(RuntimeError):
+    """The dead-letter topic is missing and cannot be created: the connector does not start, as in Connect."""
+
+
+async def _broker_default_replication(admin: AIOKafkaAdminClient) -> int:
+    """The brokers' ``default.replication.factor``, for a replication factor of -1 (aiokafka's CreateTopics
+    cannot ask for the broker's default itself); 1 if the broker does not say."""
+    with contextlib.suppress(Exception):  # a broker that does not describe its configs: take the safe 1
+        metadata = await admin.describe_cluster()
+        broker = str(metadata["controller_id"])
+        (response,) = await admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, broker)])
+        for resource in response.resources:
+            for entry in resource[4]:
+                if entry[0] == "default.replication.factor" and entry[1]:
+                    return int(entry[1])
+    return 1
+
+
 class FailedRecords:
     def __init__(self, config: ConnectorConfig, metrics: SinkMetrics, clients: KafkaClients) -> None:
         self._config = config
@@ -64,12 +86,33 @@ class FailedRecords:
 
     async def start(self) -> None:
         if self.tolerant and self._config.dlq_topic:
+            await self._create_topic(self._config.dlq_topic)
             # Not idempotent: some brokers reject InitProducerId, and a duplicate in the DLQ is harmless
             # next to a lost record.
             # A failed record may be as big as the source topic allowed: the broker's own limit decides.
             size = {} if "max_request_size" in self._clients.kwargs("producer") else {"max_request_size": _DLQ_MAX}
             self._producer = self._clients.producer(acks="all", enable_idempotence=False, linger_ms=5, **size)
             await self._producer.start()
+
+    async def _create_topic(self, topic: str) -> None:
+        admin = self._clients.admin()
+        await admin.start()
+        try:
+            if topic in await admin.list_topics():
+                return
+            replicas = self._config.dlq_replication
+            if replicas == -1:
+                replicas = await _broker_default_replication(admin)
+            response = await admin.create_topics([NewTopic(topic, 1, replicas)])
+            for name, code, message in response.topic_errors:
+                if code not in (0, TopicAlreadyExistsError.errno):
+                    raise DeadLetterTopicError(
+                        f"cannot create the dead-letter topic {name} with {replicas} replicas (error {code}: "
+                        f"{message}); create it, or set errors.deadletterqueue.topic.replication.factor")
+            log.info("created the dead-letter topic", connector=self._config.name, topic=topic,
+                     replication_factor=replicas)
+        finally:
+            await admin.close()
 
     async def stop(self) -> None:
         if self._producer is not None:

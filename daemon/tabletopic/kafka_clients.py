@@ -146,9 +146,19 @@ class KafkaClients:
         self._overrides = {r: dict(o) for r, o in (overrides or {}).items()}
         self._security: dict[str, Security] = {}
 
-    def for_connector(self, consumer: Mapping[str, str], producer: Mapping[str, str]) -> KafkaClients:
-        """The same worker settings, with a connector's ``consumer.override.*`` and ``producer.override.*``."""
-        return KafkaClients(self.bootstrap, self._worker, {"consumer": consumer, "producer": producer})
+    def for_connector(self, consumer: Mapping[str, str], producer: Mapping[str, str],
+                      admin: Mapping[str, str] | None = None) -> KafkaClients:
+        """The same worker settings, with a connector's ``consumer.override.*``, ``producer.override.*`` and
+        ``admin.override.*``."""
+        return KafkaClients(self.bootstrap, self._worker, {"consumer": consumer, "producer": producer,
+                                                           "admin": admin or {}})
+
+    def for_control(self, props: Mapping[str, str]) -> KafkaClients:
+        """The control topic's clients, as the Iceberg sink makes them: the worker's settings with the
+        connector's ``iceberg.kafka.*`` over them, for every role (its ``bootstrap.servers`` too)."""
+        servers = props.get("bootstrap.servers")
+        bootstrap = [s.strip() for s in servers.split(",") if s.strip()] if servers else self.bootstrap
+        return KafkaClients(bootstrap, self._worker, {role: props for role in ("consumer", "producer", "admin")})
 
     def props(self, role: str) -> dict[str, str]:
         out = {k: v for k, v in self._worker.items() if k.startswith(_SECURITY_PREFIXES)}

@@ -1,5 +1,7 @@
 """Outages of a system the sink needs (catalog, storage, schema registry): retried with backoff, counted,
-and reported; too many failures in a row stop the connector.
+and reported; too many failures in a row, or an outage longer than ``errors.retry.timeout``, stop the
+connector. The backoff doubles from 1 s up to ``errors.retry.delay.max.ms``; ``errors.retry.timeout=-1``
+retries without end, as Connect's does.
 
 A failure here is never the records' fault, so nothing is dead-lettered for it: the work is tried
 again, and the records are read again from the first one not taken.
@@ -19,13 +21,17 @@ T = TypeVar("T")
 
 
 class SystemOutages:
-    def __init__(self, max_in_a_row: int, metrics: SinkMetrics, log: Any) -> None:
+    def __init__(self, max_in_a_row: int, metrics: SinkMetrics, log: Any, retry_timeout_ms: int = 0,
+                 retry_delay_max_ms: int = 30_000) -> None:
         self._max_in_a_row = max_in_a_row
         self._metrics = metrics
         self._log = log
+        self._timeout_s = retry_timeout_ms / 1000  # 0: no bound of time; -1: no bound at all
+        self._delay_max_s = max(0.001, retry_delay_max_ms / 1000)
         self.in_a_row = 0  # reset by work done without one
         self.last_error: str | None = None
         self._backoff_until = 0.0  # the event loop's time when the backoff being waited out ends
+        self._since = 0.0  # the event loop's time of the first failure of the outage
 
     async def failed(self, exc: SystemUnavailable) -> None:
         """Count ``exc`` and wait out its backoff; raise once tabletopic.catalog.max-consecutive-failures is reached.
@@ -38,12 +44,16 @@ class SystemOutages:
             await asyncio.sleep(self._backoff_until - loop.time())
             return
         self.in_a_row += 1
+        if self.in_a_row == 1:
+            self._since = loop.time()
         self.last_error = str(exc)
         self._metrics.catalog_failures.inc()
-        if self.in_a_row >= self._max_in_a_row:
+        if self.in_a_row >= self._max_in_a_row and self._timeout_s >= 0:
             raise type(exc)(f"{exc} ({self.in_a_row} failures in a row; "
                             "tabletopic.catalog.max-consecutive-failures)") from exc
-        backoff = min(30.0, 2.0 ** (self.in_a_row - 1))
+        if self._timeout_s > 0 and loop.time() - self._since >= self._timeout_s:
+            raise type(exc)(f"{exc} (out for {loop.time() - self._since:.0f} s; errors.retry.timeout)") from exc
+        backoff = min(self._delay_max_s, 2.0 ** (self.in_a_row - 1))
         self._log.warning("a system the sink needs is unavailable; records will be read again", error=str(exc),
                           failures=self.in_a_row, retry_in_s=backoff)
         self._backoff_until = loop.time() + backoff

@@ -26,3 +26,23 @@ def test_partitions_failing_together_count_as_one_failure_and_a_later_one_counts
             await outages.failed(down)
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(("timeout_ms", "failures_before_stop"), [(-1, None), (1, 2)])
+def test_errors_retry_timeout_bounds_an_outage_by_time_or_lifts_every_bound(timeout_ms: int,
+                                                                            failures_before_stop: int | None) -> None:
+    """-1 retries without end (past the count); a timeout stops the connector once the outage has lasted it.
+    The backoff is bounded by errors.retry.delay.max.ms, here 5 ms: longer than the 1 ms timeout."""
+    async def main() -> None:
+        outages = SystemOutages(3, metrics(), structlog.get_logger(), retry_timeout_ms=timeout_ms,
+                                retry_delay_max_ms=5)
+        down = CatalogUnavailable("catalog down")
+        for n in range(1, 8):
+            if failures_before_stop is not None and n == failures_before_stop:
+                with pytest.raises(CatalogUnavailable, match=r"errors\.retry\.timeout"):
+                    await outages.failed(down)
+                return
+            await outages.failed(down)
+        assert outages.in_a_row == 7
+
+    asyncio.run(main())

@@ -9,6 +9,12 @@ connector.  The protocol is in ``docs/design/exactly-once.md``.
 
 The channel owns its reader task: :meth:`stop` cancels and awaits it, and if it
 dies, :attr:`error_future` holds why, for the daemon to fail on.
+
+The Iceberg sink (Java) writes Avro events to its control topic, and fails on the first record it
+cannot decode. So the two cannot share one while both run: a connector refuses to start when the Java
+sink wrote to its control topic in the last :data:`JAVA_SINK_RECENT_S`, and stops when a Java event
+arrives later, naming ``iceberg.control.topic``. Java events older than that are left alone: a
+migration stops the Java connector first, and its last events stay in the topic until retention.
 """
 
 from __future__ import annotations
@@ -16,12 +22,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import Callable
 
 import structlog
+from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
-from tabletopic.commit.events import Fragment, Message, MessageError, decode
+from tabletopic.commit.events import Fragment, Message, MessageError, decode, java_sink_event
 from tabletopic.commit.fragments import DEFAULT_MAX_BYTES, Reassembly, encode
 from tabletopic.kafka_clients import KafkaClients
 from tabletopic.single_partition_topic import SinglePartitionTopic
@@ -29,6 +37,19 @@ from tabletopic.single_partition_topic import SinglePartitionTopic
 log = structlog.get_logger(__name__)
 _SEND_ATTEMPTS = 5
 _SEND_BACKOFF_S = 0.5
+JAVA_SINK_RECENT_S = 600  # twice the Java sink's default commit interval: a running one writes in it
+_LOOK_BACK = 50  # records read back per partition at start
+
+
+class ControlTopicShared(RuntimeError):
+    """The Iceberg sink (Java) writes to this connector's control topic."""
+
+    def __init__(self, topic: str, when: str) -> None:
+        super().__init__(
+            f"the control topic {topic} carries the Iceberg sink's (Java) events ({when}): a Java connector "
+            f"writes to it. The two sinks need different control topics while both run, and each fails on the "
+            f"other's records: set iceberg.control.topic to a topic of this connector's own (see "
+            f"docs/migration.md)")
 
 
 class Channel:
@@ -39,6 +60,7 @@ class Channel:
         self._max_bytes = max_bytes
         self._on_skipped = on_skipped
         # Reads allow more than one fragment, in case another writer's records are larger.
+        self._clients = clients
         self._topic = SinglePartitionTopic(clients, topic, max_bytes=max(max_bytes * 2, 1024 * 1024))
         self._reader: asyncio.Task[None] | None = None
         self._fragments = Reassembly()
@@ -46,6 +68,7 @@ class Channel:
         self.error_future: asyncio.Future[None] | None = None
 
     async def start(self) -> None:
+        await self._refuse_recent_java_events()
         await self._topic.open(from_end=True)
         loop = asyncio.get_running_loop()
         self.error_future = loop.create_future()
@@ -89,8 +112,39 @@ class Channel:
                 if message is not None:
                     self.messages.put_nowait(message)
 
+    async def _refuse_recent_java_events(self) -> None:
+        """Raise ControlTopicShared if the Java sink wrote to the topic lately, in any of its partitions."""
+        consumer = self._clients.consumer(enable_auto_commit=False, group_id=None)
+        await consumer.start()
+        try:
+            if self.topic not in await consumer.topics():  # also fetches the partitions of every topic
+                return
+            partitions = consumer.partitions_for_topic(self.topic) or set()
+            tps = [TopicPartition(self.topic, p) for p in sorted(partitions)]
+            consumer.assign(tps)
+            ends = await consumer.end_offsets(tps)
+            starts = await consumer.beginning_offsets(tps)
+            waiting = {tp for tp in tps if ends[tp] > starts[tp]}
+            for tp in waiting:
+                consumer.seek(tp, max(starts[tp], ends[tp] - _LOOK_BACK))
+            since_ms = (time.time() - JAVA_SINK_RECENT_S) * 1000
+            deadline = time.monotonic() + 10
+            while waiting and time.monotonic() < deadline:
+                for tp, records in (await consumer.getmany(*waiting, timeout_ms=500)).items():
+                    for record in records:
+                        if java_sink_event(record.value) and record.timestamp >= since_ms:
+                            age = time.time() - record.timestamp / 1000
+                            raise ControlTopicShared(self.topic, f"one at offset {record.offset} of partition "
+                                                                 f"{tp.partition}, {age:.0f} s ago")
+                    if records and records[-1].offset + 1 >= ends[tp]:
+                        waiting.discard(tp)
+        finally:
+            await consumer.stop()
+
     def accept(self, value: bytes | None, offset: int) -> Message | None:
         """One record: this connector's message, or None (another connector's, a fragment, or garbage)."""
+        if java_sink_event(value):
+            raise ControlTopicShared(self.topic, f"one arrived at offset {offset}")
         try:
             message = decode(value)
             if message.connector != self.connector:
@@ -113,3 +167,4 @@ def _names_connector(value: bytes | None, connector: str) -> bool:
     except (ValueError, RecursionError):
         return True
     return not isinstance(doc, dict) or doc.get("connector") in (None, connector)
+

@@ -54,7 +54,8 @@ class Coordinator:
     def __init__(self, connector: str, member: str, channel: Sender, tables: CoordinatorTables,
                  metrics: SinkMetrics, interval_s: float, timeout_s: float,
                  clock: Callable[[], float] = time.monotonic, maintenance: MaintenanceRuns | None = None,
-                 wall_clock: Callable[[], float] = time.time, max_refusals: int = 3) -> None:
+                 wall_clock: Callable[[], float] = time.time, max_refusals: int = 3,
+                 max_conflicts: int | None = None) -> None:
         self.connector = connector
         self._member = member
         self._channel = channel
@@ -71,7 +72,7 @@ class Coordinator:
         self.partitions: frozenset[TopicPartition] = frozenset()
         self.closing = False  # no more interval rounds; the shutdown flush runs its own
         self.last_error: str | None = None
-        self._refusals = RepeatedRefusals(max_refusals)
+        self._refusals = RepeatedRefusals(max_refusals, max_conflicts)
         self._given_up: CommitRefused | None = None  # set by a round; run() raises it, which fails the connector
         self._last_progress = clock()  # the end of the last round that committed, or when we took the role
         self._answers: dict[str, Answer] = {}  # answers with data, by id, until a round judges them

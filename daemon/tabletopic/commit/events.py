@@ -37,6 +37,16 @@ class MessageError(ValueError):
     """A control record that is not a valid message of this version."""
 
 
+# The Iceberg sink (Java) writes its events with Iceberg's AvroEncoderUtil: these two bytes, then the
+# Avro schema as Java's writeUTF, then the datum.
+JAVA_SINK_MAGIC = b"\xc2\x01"
+
+
+def java_sink_event(value: bytes | None) -> bool:
+    """Whether a control record is the Iceberg sink's (Java) own: an Avro event, not one of these messages."""
+    return value is not None and value[:2] == JAVA_SINK_MAGIC and b"iceberg.connect" in value[:4096]
+
+
 @dataclass(frozen=True)
 class Start:
     connector: str

@@ -38,7 +38,8 @@ _HELD = 16
 class Member:
     def __init__(self, connector: str, channel: Channel, sink: WorkerSink, tables: CoordinatorTables,
                  metrics: SinkMetrics, interval_s: float, timeout_s: float, stall_intervals: int,
-                 maintenance: TableMaintenance | None = None, max_refusals: int = 3) -> None:
+                 maintenance: TableMaintenance | None = None, max_refusals: int = 3,
+                 max_conflicts: int | None = None) -> None:
         self.connector = connector
         self.id = f"{connector}-{uuid.uuid4().hex[:12]}"
         self.channel = channel
@@ -50,7 +51,8 @@ class Member:
         self.worker = Worker(connector, self.id, channel, sink, resend_after_s=interval_s + timeout_s)
         self.maintenance = MaintenanceRuns(maintenance, connector, self._log)
         self.coordinator = Coordinator(connector, self.id, channel, tables, metrics, interval_s, timeout_s,
-                                       maintenance=self.maintenance, max_refusals=max_refusals)
+                                       maintenance=self.maintenance, max_refusals=max_refusals,
+                                       max_conflicts=max_conflicts)
         self.generation = -1
         self._untrusted_logged = False
         self._held: deque[Message] = deque(maxlen=_HELD)  # messages from a generation not reached yet

@@ -4,8 +4,12 @@ A catalog or storage outage is retried for as long as it lasts. A refusal by Ice
 outage: a v3 table's "Must use DVs for position deletes", a table property its writer cannot honour, a
 second writer that keeps committing under this one. It fails the same way every round, and retrying it
 forever would leave the connector RUNNING while its tables stand still. So after
-``iceberg.control.commit.max-consecutive-failures`` rounds in a row in which a table's commit was
+``tabletopic.commit.max-consecutive-refusals`` rounds in a row in which a table's commit was
 refused for one cause, the coordinator stops and the connector is FAILED with that cause.
+
+A conflict (Iceberg's CommitFailedException, once Iceberg's own retries are spent) is tried again the next
+round, as the released Iceberg sinks do; with ``iceberg.control.commit.max-consecutive-failures`` set, that
+many rounds of conflicts in a row for a table fail the connector, as the Iceberg sink's main branch does.
 """
 
 from __future__ import annotations
@@ -24,17 +28,31 @@ class CommitRefused(RuntimeError):
     """A table's commit was refused for the same cause too many rounds in a row."""
 
 
+_CONFLICTS = ("CommitFailedException", "kept conflicting with concurrent commits")
+
+
 class RepeatedRefusals:
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, conflicts: int | None = None) -> None:
         self._limit = limit
+        self._conflict_limit = conflicts
         self._streaks: dict[str, tuple[str, int]] = {}  # table -> (its refusal's cause, rounds in a row)
+        self._conflicts: dict[str, int] = {}  # table -> rounds in a row its commit conflicted
 
     def observe(self, failed: Mapping[str, str], committed: Iterable[str]) -> CommitRefused | None:
         """Take one round's outcome: why each failed table failed, and the tables that committed. Returns
         what to fail the connector with once a table reaches the limit."""
         for table in committed:
             self._streaks.pop(table, None)
+            self._conflicts.pop(table, None)
         for table, why in sorted(failed.items()):
+            if any(conflict in why for conflict in _CONFLICTS):
+                self._streaks.pop(table, None)
+                rounds = self._conflicts[table] = self._conflicts.get(table, 0) + 1
+                if self._conflict_limit is not None and rounds >= self._conflict_limit:
+                    return CommitRefused(f"{why} (conflicted {rounds} rounds in a row; "
+                                         "iceberg.control.commit.max-consecutive-failures)")
+                continue
+            self._conflicts.pop(table, None)
             if not any(refusal in why for refusal in _REFUSALS):
                 self._streaks.pop(table, None)  # an outage, a timeout or a fence: retried as long as it lasts
                 continue
@@ -44,5 +62,5 @@ class RepeatedRefusals:
             self._streaks[table] = (cause, rounds)
             if rounds >= self._limit:
                 return CommitRefused(f"{why} (refused {rounds} rounds in a row; "
-                                     "iceberg.control.commit.max-consecutive-failures)")
+                                     "tabletopic.commit.max-consecutive-refusals)")
         return None

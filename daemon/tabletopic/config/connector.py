@@ -14,6 +14,7 @@ from typing import Any
 
 from tabletopic.config.catalog_settings import CatalogPlan, plan_catalog
 from tabletopic.config.connector_keys import (
+    ADMIN_OVERRIDE_PREFIX,
     AUTO_CREATE_PREFIX,
     CATALOG_PREFIX,
     CONNECTOR_KEYS,
@@ -21,7 +22,6 @@ from tabletopic.config.connector_keys import (
     HADOOP_PREFIX,
     KAFKA_PREFIX,
     PRODUCER_OVERRIDE_PREFIX,
-    TABLE_KEYS,
     TABLE_PREFIX,
     WRITE_PREFIX,
     partition_by_problem,
@@ -32,7 +32,6 @@ from tabletopic.config.definition import (
     KeyType,
     Parsed,
     Problem,
-    aliases,
     parse_keys,
     parse_value,
     prefixed,
@@ -40,6 +39,7 @@ from tabletopic.config.definition import (
 from tabletopic.config.maintenance_settings import MaintenanceSettings, settings_from
 from tabletopic.config.partition_by import PartitionField, parse_partition_by
 from tabletopic.config.plugin_specs import PluginSpec, converter_spec, predicate_specs, transform_specs
+from tabletopic.config.unknown_keys import unknown_warnings
 from tabletopic.config.worker import WORKER_KEYS, WorkerConfig
 from tabletopic.kafka_clients import KafkaClients, security_problem
 
@@ -89,6 +89,7 @@ class ConnectorConfig:
     commit_threads: int
     commit_stall_intervals: int
     commit_max_refusals: int  # rounds in a row a table's commit may be refused for one cause
+    commit_max_conflicts: int | None  # rounds in a row a table's commit may conflict; None: no bound
     catalog_max_failures: int
     control_topic: str
     control_group_prefix: str
@@ -97,6 +98,9 @@ class ConnectorConfig:
     group_id: str
     errors_tolerance: str
     dlq_topic: str | None
+    dlq_replication: int  # of the dead-letter topic, created when missing; -1: the broker's default
+    retry_timeout_ms: int  # how long a system outage is retried: 0 no bound of time, -1 none at all
+    retry_delay_max_ms: int  # the longest backoff between two tries
     dlq_context_headers: bool
     errors_log_enable: bool
     errors_log_include_messages: bool
@@ -109,10 +113,14 @@ class ConnectorConfig:
     buffer_max_bytes: int
     offsets_refresh_rounds: int
     maintenance: MaintenanceSettings
-    consumer_overrides: dict[str, str]
-    producer_overrides: dict[str, str]
+    consumer_overrides: dict[str, str]  # consumer.override.*: the source topics' consumer
+    producer_overrides: dict[str, str]  # producer.override.*: the dead-letter producer
+    admin_overrides: dict[str, str]  # admin.override.*: the connector's admin clients
+    control_kafka: dict[str, str]  # iceberg.kafka.*: the control topic's clients, as the Iceberg sink's
     fetch_min_bytes: int  # the sink consumer's, its consumer.override first, then the worker's
     fetch_max_wait_ms: int
+    max_poll_records: int  # the sink consumer's, its consumer.override first, then the worker's
+    isolation_level: str
     raw: dict[str, str]  # resolved: config provider placeholders replaced; holds secrets
     written: dict[str, str]  # as written, placeholders kept: what may be shown
     warnings: list[str] = field(default_factory=list)
@@ -142,6 +150,10 @@ class ConnectorConfig:
             )
         return self._tables[name]
 
+    def clients_of(self, kafka: KafkaClients) -> KafkaClients:
+        """The worker's Kafka clients with this connector's consumer, producer and admin overrides."""
+        return kafka.for_connector(self.consumer_overrides, self.producer_overrides, self.admin_overrides)
+
     def maintenance_of(self, table: str) -> MaintenanceSettings:
         """The maintenance settings of one table: the connector's, or for a table another engine
         compacts, those that keep out of that engine's way."""
@@ -169,30 +181,19 @@ def _per_table_keyed(key: str, value: str) -> bool:
     return (key.endswith(".upsert-mode-enabled") and _true(value)) or (key.endswith(".cdc-field") and bool(value))
 
 
-def _catalog_props(props: Mapping[str, str]) -> dict[str, str]:
+def _catalog_props(props: Mapping[str, str], out: Parsed) -> dict[str, str]:
     catalog = prefixed(props, CATALOG_PREFIX)
     if not catalog:
+        # As the Iceberg sink: a table in an unnamed place (a warehouse in the working directory) is lost
+        # the day the daemon runs elsewhere.
+        out.problems.append(Problem(CATALOG_PREFIX + "*", None, "Must specify Iceberg catalog properties: at least "
+                                    "iceberg.catalog.type (or catalog-impl) and where the tables live, e.g. "
+                                    "iceberg.catalog.type=hadoop with iceberg.catalog.warehouse=file:///var/lib/"
+                                    "tabletopic/warehouse"))
         catalog = {"type": "hadoop", "warehouse": "file://" + os.path.abspath("warehouse")}
     for key, value in prefixed(props, HADOOP_PREFIX).items():
         catalog.setdefault(f"hadoop.{key}", value)
     return catalog
-
-
-_ALIASES = aliases(CONNECTOR_KEYS)
-
-
-def _check_unknown(props: Mapping[str, str], out: Parsed) -> None:
-    prefixes = (CATALOG_PREFIX, HADOOP_PREFIX, AUTO_CREATE_PREFIX, WRITE_PREFIX, KAFKA_PREFIX,
-                CONSUMER_OVERRIDE_PREFIX, PRODUCER_OVERRIDE_PREFIX)
-    for key in props:
-        if key in CONNECTOR_KEYS or key in _ALIASES or key.startswith(prefixes):
-            continue
-        if key.startswith(TABLE_PREFIX):
-            if key.rsplit(".", 1)[-1] not in TABLE_KEYS:
-                out.warnings.append(f"unknown key {key!r} ignored (per-table keys are {', '.join(TABLE_KEYS)})")
-            continue
-        if key.startswith(("iceberg.", "tabletopic.")):
-            out.warnings.append(f"unknown key {key!r} ignored")
 
 
 def _check_tables(values: dict[str, Any], props: Mapping[str, str], out: Parsed) -> None:
@@ -236,6 +237,23 @@ def _check_tables(values: dict[str, Any], props: Mapping[str, str], out: Parsed)
             parse_value(Key(key, KeyType.BOOLEAN, False, ""), value, out)  # told as any boolean key is
 
 
+def _check_dead_letter_topic(values: dict[str, Any], out: Parsed) -> None:
+    """As Connect: a dead-letter topic the connector would read itself is refused (its records would come back
+    to fail again)."""
+    topic = values["errors.deadletterqueue.topic.name"]
+    if not topic:
+        return
+    if topic in (values["topics"] or []):
+        out.problems.append(Problem("errors.deadletterqueue.topic.name", topic,
+                                    f"The DLQ topic '{topic}' may not be included in the list of topics "
+                                    f"('topics={','.join(values['topics'])}') to consume"))
+    regex = values["topics.regex"]
+    if regex is not None and regex.fullmatch(topic):
+        out.problems.append(Problem("errors.deadletterqueue.topic.name", topic,
+                                    f"The DLQ topic '{topic}' may not be included in the regex matching the topics "
+                                    f"('topics.regex={regex.pattern}') to consume"))
+
+
 def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> ConnectorConfig:
     """Validate a connector configuration; raise ConfigError listing every problem."""
     written = {str(k): str(v) if not isinstance(v, str) else v for k, v in props.items() if v is not None}
@@ -247,7 +265,8 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
     if bool(values["topics"]) == bool(values["topics.regex"]):
         out.problems.append(Problem("topics", props.get("topics"), "set exactly one of topics and topics.regex"))
     _check_tables(values, props, out)
-    _check_unknown(props, out)
+    out.warnings.extend(unknown_warnings(props, values["transforms"], values["predicates"]))
+    _check_dead_letter_topic(values, out)
     round_ms = values["iceberg.control.commit.interval-ms"] + values["iceberg.control.commit.timeout-ms"]
     if values["tabletopic.maintenance.orphans.older-than-ms"] < 6 * round_ms:
         # Safe either way: a file that waited for half the guard is never committed (its records are read
@@ -265,20 +284,33 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
     key_conv = converter_spec(props, "key.converter", worker.key_converter, worker, out)
     value_conv = converter_spec(props, "value.converter", worker.value_converter, worker, out)
     predicates = predicate_specs(props, values["predicates"], out)
-    transforms = transform_specs(props, values["transforms"], predicates, out)
-    overrides = {**prefixed(props, KAFKA_PREFIX), **prefixed(props, CONSUMER_OVERRIDE_PREFIX)}
+    transforms = transform_specs(props, values["transforms"], predicates, out,
+                                 bool(values["tabletopic.table-topic.enabled"]))
+    overrides = prefixed(props, CONSUMER_OVERRIDE_PREFIX)
     producer_overrides = prefixed(props, PRODUCER_OVERRIDE_PREFIX)
-    clients = KafkaClients(worker.bootstrap_servers, worker.raw).for_connector(overrides, producer_overrides)
+    admin_overrides = prefixed(props, ADMIN_OVERRIDE_PREFIX)
+    control_kafka = prefixed(props, KAFKA_PREFIX)
+    clients = KafkaClients(worker.bootstrap_servers, worker.raw).for_connector(overrides, producer_overrides,
+                                                                                admin_overrides)
     fetch_min_bytes = _consumer_override("fetch.min.bytes", overrides, worker.fetch_min_bytes, out)
     fetch_max_wait_ms = _consumer_override("fetch.max.wait.ms", overrides, worker.fetch_max_wait_ms, out)
-    for role in ("consumer", "producer"):
+    max_poll_records = _consumer_override("max.poll.records", overrides, worker.max_poll_records, out)
+    isolation_level = overrides.get("isolation.level", "read_uncommitted").strip()
+    if isolation_level not in ("read_uncommitted", "read_committed"):
+        out.problems.append(Problem(CONSUMER_OVERRIDE_PREFIX + "isolation.level", isolation_level,
+                                    "must be read_uncommitted or read_committed"))
+    for role, prefix in (("consumer", CONSUMER_OVERRIDE_PREFIX), ("producer", PRODUCER_OVERRIDE_PREFIX),
+                         ("admin", ADMIN_OVERRIDE_PREFIX)):
         why = security_problem(clients.props(role))
         if why is not None:
-            out.problems.append(Problem(f"{role}.override security", None, why))
-    catalog = plan_catalog(_catalog_props(props), worker.spark_conf.get("spark.jars", ""))
+            out.problems.append(Problem(f"{prefix}* security", None, why))
+    why = security_problem(clients.for_control(control_kafka).props("producer"))
+    if why is not None:
+        out.problems.append(Problem(f"{KAFKA_PREFIX}* security", None, why))
+    catalog = plan_catalog(_catalog_props(props, out), worker.spark_conf.get("spark.jars", ""))
     out.problems.extend(Problem("iceberg.catalog.*", None, why) for why in catalog.problems)
     if out.problems:
-        raise ConfigError(out.problems, f"connector {props.get('name', '<unnamed>')!r}")
+        raise ConfigError(out.problems, f"connector {props.get('name', '<unnamed>')!r}", out.warnings)
     table_topic = bool(values["tabletopic.table-topic.enabled"])  # a topic becomes a table, as it is and as it changes
     return ConnectorConfig(
         name=values["name"],
@@ -306,15 +338,19 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
         commit_timeout_ms=values["iceberg.control.commit.timeout-ms"],
         commit_threads=values["iceberg.control.commit.threads"],
         commit_stall_intervals=values["tabletopic.commit.stall-intervals"],
-        commit_max_refusals=values["iceberg.control.commit.max-consecutive-failures"],
+        commit_max_refusals=values["tabletopic.commit.max-consecutive-refusals"],
+        commit_max_conflicts=values["iceberg.control.commit.max-consecutive-failures"],
         catalog_max_failures=values["tabletopic.catalog.max-consecutive-failures"],
         control_topic=values["iceberg.control.topic"],
         control_group_prefix=values["iceberg.control.group-id-prefix"],
         catalog_name=values["iceberg.catalog"],
         catalog=catalog,
-        group_id=values["iceberg.connect.group-id"] or f"connect-{values['name']}",
+        group_id=values["iceberg.connect.group-id"] or overrides.get("group.id") or f"connect-{values['name']}",
         errors_tolerance=values["errors.tolerance"],
         dlq_topic=values["errors.deadletterqueue.topic.name"],
+        dlq_replication=values["errors.deadletterqueue.topic.replication.factor"],
+        retry_timeout_ms=values["errors.retry.timeout"],
+        retry_delay_max_ms=values["errors.retry.delay.max.ms"],
         dlq_context_headers=values["errors.deadletterqueue.context.headers.enable"],
         errors_log_enable=values["errors.log.enable"],
         errors_log_include_messages=values["errors.log.include.messages"],
@@ -329,8 +365,12 @@ def parse_connector(props: Mapping[str, Any], worker: WorkerConfig) -> Connector
         maintenance=settings_from(values),
         consumer_overrides=overrides,
         producer_overrides=producer_overrides,
+        admin_overrides=admin_overrides,
+        control_kafka=control_kafka,
         fetch_min_bytes=fetch_min_bytes,
         fetch_max_wait_ms=fetch_max_wait_ms,
+        max_poll_records=max_poll_records,
+        isolation_level=isolation_level,
         raw=props,
         written=written,
         warnings=out.warnings,

@@ -26,6 +26,10 @@ WRITE_PREFIX = "iceberg.tables.write-props."
 KAFKA_PREFIX = "iceberg.kafka."
 CONSUMER_OVERRIDE_PREFIX = "consumer.override."
 PRODUCER_OVERRIDE_PREFIX = "producer.override."
+ADMIN_OVERRIDE_PREFIX = "admin.override."
+HEADER_CONVERTER_PREFIX = "header.converter."
+# Keys Connect and the Iceberg sink's connector set on their own, not the user.
+FRAMEWORK_KEYS = ("task.id", "iceberg.coordinator.transactional.suffix", "task.class", "tasks.max.enforce")
 TABLE_KEYS = ("route-regex", "id-columns", "partition-by", "commit-branch", "upsert-mode-enabled", "cdc-field",
               "external-compaction")
 CONVERTER_GROUP = "tabletopic.converters"
@@ -76,6 +80,26 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "Add __connect.errors.* headers naming the failure to dead-letter records."),
     Key("errors.log.enable", KeyType.BOOLEAN, False, "Log each failed record's topic, partition and offset."),
     Key("errors.log.include.messages", KeyType.BOOLEAN, False, "Include the failed record's key and value in the log."),
+    Key("errors.deadletterqueue.topic.replication.factor", KeyType.INT, 3,
+        "Replication factor of the dead-letter topic, which is created (one partition, as Connect does) when it "
+        "is missing; -1 takes the broker's default.", minimum=-1),
+    Key("errors.retry.timeout", KeyType.LONG, 0,
+        "How long an outage of a system a record's conversion needs (the Schema Registry), or of the catalog or "
+        "storage, is retried before the connector fails; -1 without end. 0, Connect's default: bounded by "
+        "tabletopic.catalog.max-consecutive-failures alone. Unlike Connect, a record is never skipped or "
+        "dead-lettered for an outage: when the time is up the connector fails, and its records are read again "
+        "when it restarts.", minimum=-1),
+    Key("errors.retry.delay.max.ms", KeyType.LONG, 60_000,
+        "The longest wait between two tries of a system that is out (the backoff doubles from 1 s up to it).",
+        minimum=0),
+    Key("header.converter", KeyType.STRING, "org.apache.kafka.connect.storage.SimpleHeaderConverter",
+        "How Connect reads header values for transforms. Here transforms and predicates act on whole headers or "
+        "on their names (HasHeaderKey, DropHeaders, InsertHeader, HeaderFrom), no table holds a header, and "
+        "dead-lettered records keep their headers as they came, so any header converter makes the same tables."),
+    Key("config.action.reload", KeyType.STRING, "restart",
+        "What Connect does when a config provider says a value changed. The providers here (file, env, dir, as "
+        "Connect's own) never say so, in Connect either: values are read when the connector starts, so "
+        "restart and none behave alike.", allowed=("restart", "none")),
     Key("tabletopic.input.max-value-bytes", KeyType.LONG, DEFAULT_MAX_VALUE_BYTES,
         "A record whose key or value is larger than this fails (errors.tolerance: stopped, or skipped and "
         "dead-lettered) before any converter parses it. JSON values are also bounded in depth, by the "
@@ -142,7 +166,14 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "cores 8 made a round 4 s shorter than 2, and 16 no shorter than 8. Each thread holds a catalog "
         "connection while it commits. Tables met for the first time are loaded or created as many at once.",
         minimum=1),
-    Key("iceberg.control.commit.max-consecutive-failures", KeyType.INT, 3,
+    Key("iceberg.control.commit.max-consecutive-failures", KeyType.INT, None,
+        "As the Iceberg sink's (its main branch): a table whose commit fails with a conflict (Iceberg's "
+        "CommitFailedException, once Iceberg's own retries are spent) this many rounds in a row fails the "
+        "connector. Unset, as in the released Iceberg sinks (1.10, 1.11), which have no such key: a conflicted "
+        "commit is tried again the next round for as long as it takes. Other commit failures are not counted "
+        "here: a refusal by Iceberg is tabletopic.commit.max-consecutive-refusals', and a catalog or storage "
+        "outage is retried as long as it lasts.", minimum=1),
+    Key("tabletopic.commit.max-consecutive-refusals", KeyType.INT, 3,
         "A table's commit that Iceberg refuses for the same cause this many rounds in a row (a ValidationException, "
         "an IllegalArgumentException such as a v3 table's \"Must use DVs\", ...) fails the connector, with that "
         "cause as its trace. A catalog or storage outage is not counted: it is retried as long as it lasts.",
@@ -153,11 +184,18 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
     Key("tabletopic.catalog.max-consecutive-failures", KeyType.INT, 10,
         "A catalog or storage failure while opening, creating or evolving a table, or a Schema Registry that "
         "does not answer, is retried with backoff "
-        "(1 s doubling to 30 s); records are read again, never dead-lettered. After this many failures in a "
-        "row the connector stops (exit 1) so that a supervisor restarts it.", minimum=1),
+        "(1 s doubling up to errors.retry.delay.max.ms); records are read again, never dead-lettered. After this "
+        "many failures in a row (or errors.retry.timeout) the connector stops (exit 1) so that a supervisor "
+        "restarts it.", minimum=1),
     Key("iceberg.catalog", KeyType.STRING, "iceberg", "Name of the Iceberg catalog (the Spark catalog name)."),
     Key("iceberg.connect.group-id", KeyType.STRING, None, "Consumer group of the source topics (connect-<name>)."),
     Key("iceberg.hadoop-conf-dir", KeyType.STRING, None, "Accepted for compatibility; set HADOOP_CONF_DIR instead."),
+    Key("iceberg.coordinator.transactional.prefix", KeyType.STRING, None,
+        "The prefix of the Iceberg sink's transactional ids, for ACLs. No producer here is transactional: "
+        "nothing needs it, and no ACL on transactional ids is needed."),
+    Key("iceberg.coordinator-executor-keep-alive-timeout-ms", KeyType.LONG, 120_000,
+        "How long the Iceberg sink keeps idle commit threads. The committer's threads here live as long as the "
+        "connector; nothing is kept past it.", minimum=0),
     Key("tabletopic.buffer.flush-bytes", KeyType.LONG, 64 * 1024 * 1024,
         "When a table's buffered records exceed this many bytes they are written to data files before the "
         "round (and committed in it), bounding the daemon's memory.", minimum=1024),
@@ -253,8 +291,8 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
     Key("tabletopic.maintenance.manifests.max-count", KeyType.INT, 50,
         "Rewrite the manifests once the current snapshot has more than this many.", minimum=2),
     Key(CATALOG_PREFIX + "*", KeyType.PREFIX, None,
-        "Catalog properties passed to Iceberg (type or catalog-impl, warehouse, uri, io-impl, ...). "
-        "Default: type=hadoop with warehouse=file://<working dir>/warehouse."),
+        "Catalog properties passed to Iceberg (type or catalog-impl, warehouse, uri, io-impl, ...). At least one "
+        "is required, as the Iceberg sink requires it."),
     Key(TABLE_PREFIX + "<table>.route-regex", KeyType.PREFIX, None,
         "Static routing: records whose route field matches go to <table>."),
     Key(TABLE_PREFIX + "<table>.id-columns", KeyType.PREFIX, None, "Identifier columns of <table>."),
@@ -274,10 +312,21 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
     Key(AUTO_CREATE_PREFIX + "*", KeyType.PREFIX, None, "Table properties set on auto-created tables."),
     Key(WRITE_PREFIX + "*", KeyType.PREFIX, None, "Write properties (e.g. write.parquet.compression-codec)."),
     Key(HADOOP_PREFIX + "*", KeyType.PREFIX, None, "Hadoop configuration for the catalog (hadoop.* catalog props)."),
-    Key(KAFKA_PREFIX + "*", KeyType.PREFIX, None, "Consumer properties for this connector, as consumer.override.*."),
+    Key(KAFKA_PREFIX + "*", KeyType.PREFIX, None,
+        "As the Iceberg sink's: properties of the control topic's clients (its producer, reader and admin "
+        "client), over the worker's. Used: bootstrap.servers, security.*, ssl.* and sasl.*. The source topics' "
+        "consumer takes consumer.override.* instead."),
     Key(CONSUMER_OVERRIDE_PREFIX + "*", KeyType.PREFIX, None,
         "This connector's consumer properties; they win over the worker's. Used: security.*, ssl.*, sasl.*, "
-        "fetch.min.bytes, fetch.max.wait.ms, auto.offset.reset and metadata.max.age.ms."),
+        "fetch.min.bytes, fetch.max.wait.ms, max.poll.records, isolation.level, auto.offset.reset and "
+        "metadata.max.age.ms; any other is told and ignored."),
     Key(PRODUCER_OVERRIDE_PREFIX + "*", KeyType.PREFIX, None,
-        "This connector's producer properties (dead-letter and control topics); they win over the worker's."),
+        "This connector's producer properties (the dead-letter topic's producer); they win over the worker's. "
+        "Used: security.*, ssl.* and sasl.*; any other is told and ignored."),
+    Key(ADMIN_OVERRIDE_PREFIX + "*", KeyType.PREFIX, None,
+        "This connector's admin client properties (creating the dead-letter topic, listing topics for "
+        "topics.regex, reading its group's offsets); they win over the worker's. Used: security.*, ssl.* and "
+        "sasl.*; any other is told and ignored."),
+    Key(HEADER_CONVERTER_PREFIX + "*", KeyType.PREFIX, None, "The header converter's own settings (see "
+        "header.converter)."),
 )

@@ -8,8 +8,9 @@ generated from these tables (``tabletopic keys``, into docs/configuration.md), s
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -55,12 +56,17 @@ class Problem:
 
 
 class ConfigError(ValueError):
-    """A configuration that cannot run; lists every problem found."""
+    """A configuration that cannot run; lists every problem found, and the warnings met on the way (a misspelt
+    key is often why a required one is missing)."""
 
-    def __init__(self, problems: list[Problem], source: str = "configuration") -> None:
+    def __init__(self, problems: list[Problem], source: str = "configuration",
+                 warnings: list[str] | None = None) -> None:
         self.problems = problems
+        self.warnings = list(warnings or [])
         lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"invalid {source} ({len(problems)} problem{'s' if len(problems) != 1 else ''}):\n{lines}")
+        told = "".join(f"\n  warning: {w}" for w in self.warnings)
+        super().__init__(f"invalid {source} ({len(problems)} problem{'s' if len(problems) != 1 else ''}):\n{lines}"
+                         f"{told}")
 
 
 @dataclass
@@ -134,6 +140,19 @@ def parse_keys(keys: Mapping[str, Key], props: Mapping[str, Any], out: Parsed) -
             if key.required:
                 out.problems.append(Problem(name, None, f"is required: {key.doc}"))
             out.values[name] = key.default
+
+
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The known name ``name`` most likely misspells, if one is close enough to suggest."""
+    found = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return found[0] if found else None
+
+
+def unknown_key(name: str, known: Iterable[str], what: str = "") -> str:
+    """The warning for a key no one reads: it names the key and, where there is one, the key it misspells."""
+    near = closest(name, known)
+    hint = f"; did you mean {near!r}?" if near else ""
+    return f"unknown key {name!r} ignored{what}{hint}"
 
 
 def aliases(keys: Mapping[str, Key]) -> set[str]:

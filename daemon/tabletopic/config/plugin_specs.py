@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from tabletopic.config.connector_keys import CONVERTER_GROUP, PREDICATE_GROUP, REGISTRY_CONVERTERS, TRANSFORM_GROUP
-from tabletopic.config.definition import Parsed, Problem, prefixed
+from tabletopic.config.definition import Parsed, Problem, prefixed, unknown_key
 from tabletopic.config.input_limits import NESTING_DEPTH_KEY, nesting_limit
 from tabletopic.config.plugin_names import available_plugins, resolve
 from tabletopic.config.worker import WorkerConfig, builtin_registry_url
@@ -57,9 +58,11 @@ def converter_spec(props: Mapping[str, str], key: str, default: str, worker: Wor
 
 
 def transform_specs(props: Mapping[str, str], aliases: list[str], predicates: list[PluginSpec],
-                    out: Parsed) -> list[PluginSpec]:
+                    out: Parsed, table_topic: bool = False) -> list[PluginSpec]:
     """The ``transforms``, each with its class, its own keys, and its predicate, which must be one of
-    ``predicates``; each is configured once here, so that a bad setting is a problem now."""
+    ``predicates``; each is configured once here, so that a bad setting is a problem now. In Table Topic mode
+    (``table_topic``) a transform that gives records another topic is refused: each table is named after
+    the topic its records were read from."""
     specs = []
     known_predicates = {p.alias for p in predicates}
     for alias in aliases:
@@ -77,7 +80,12 @@ def transform_specs(props: Mapping[str, str], aliases: list[str], predicates: li
         if predicate is None and negate_text == "true":
             out.problems.append(Problem(f"transforms.{alias}.negate", "true", "needs transforms.<alias>.predicate"))
         spec = PluginSpec(spec.class_name, spec.props, alias, predicate, negate_text == "true")
-        _check_configures(TRANSFORM_GROUP, spec, f"transforms.{alias}", out)
+        transform = _check_configures(TRANSFORM_GROUP, spec, f"transforms.{alias}", out)
+        if table_topic and getattr(transform, "changes_topic", False):
+            out.problems.append(Problem(f"transforms.{alias}.type", props.get(f"transforms.{alias}.type"),
+                                        "gives records another topic, but Table Topic mode names each table after "
+                                        "the topic its records were read from; route by a field instead "
+                                        "(iceberg.tables.dynamic-enabled with iceberg.tables.route-field)"))
         specs.append(spec)
     return specs
 
@@ -111,9 +119,19 @@ def _plugin_spec(props: Mapping[str, str], family: str, alias: str, group: str, 
     return PluginSpec(class_name, own, alias)
 
 
-def _check_configures(group: str, spec: PluginSpec, prefix: str, out: Parsed) -> None:
-    """Configure the plugin once: what it refuses is a problem of its keys (Connect checks them too)."""
+def _check_configures(group: str, spec: PluginSpec, prefix: str, out: Parsed) -> Any:
+    """Configure the plugin once: what it refuses is a problem of its keys (Connect checks them too), and a
+    key it does not read is told, with the key it may misspell. Returns the plugin, configured, or None."""
+    plugin = available_plugins(group)[spec.class_name].load()()
     try:
-        available_plugins(group)[spec.class_name].load()().configure(spec.props)
+        plugin.configure(spec.props)
     except (ValueError, KeyError, TypeError) as exc:
         out.problems.append(Problem(f"{prefix}.*", spec.class_name, str(exc)))
+        return None
+    known = getattr(plugin, "keys", None)
+    if known is not None:
+        for key in spec.props:
+            if key not in known:
+                out.warnings.append(unknown_key(f"{prefix}.{key}", [f"{prefix}.{k}" for k in known],
+                                                f" ({spec.class_name.rsplit('.', 1)[-1]} does not read it)"))
+    return plugin

@@ -152,6 +152,8 @@ class Herder:
             await self._stop(runtime)
             runtime = None
         if runtime is None:
+            for warning in config.warnings:  # in standalone and distributed mode alike, whoever wrote it
+                log.warning("connector configuration", connector=name, warning=warning)
             runtime = self._new_runtime(config, self._on_runtime_change)
             self.runtimes[name] = runtime
             await runtime.start(paused=spec.target is TargetState.PAUSED, probe=name not in self.probed)

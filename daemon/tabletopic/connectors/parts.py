@@ -87,7 +87,8 @@ def build_sink(config: ConnectorConfig, worker: WorkerConfig, clients: KafkaClie
     table_commits = TableCommits(tables, committer, metrics, config.group_id, list(config.tables or []),
                                  config.offsets_refresh_rounds, config.commit_timeout_ms / 1000, config.commit_threads,
                                  feeds)
-    outages = SystemOutages(config.catalog_max_failures, metrics, connector_log)
+    outages = SystemOutages(config.catalog_max_failures, metrics, connector_log, config.retry_timeout_ms,
+                            config.retry_delay_max_ms)
     starts = StartPositions(config, tables, ledger, writer, read_table,
                             lambda tps: committed_offsets(clients, config.group_id, tps), outages, connector_log, feeds)
     task = SinkTask(config, metrics, Staging(config), ledger, writer, starts, FailedRecords(config, metrics, clients),
@@ -98,9 +99,10 @@ def build_sink(config: ConnectorConfig, worker: WorkerConfig, clients: KafkaClie
 def build_parts(sink: SinkParts, config: ConnectorConfig, worker: WorkerConfig, clients: KafkaClients,
                 metrics: SinkMetrics) -> ConnectorParts:
     """The protocol member and the consumer, on the sink: in the event loop's thread, which Faust needs."""
-    channel = Channel(clients, config.control_topic, config.name, on_skipped=metrics.control_messages_skipped.inc)
+    channel = Channel(clients.for_control(config.control_kafka), config.control_topic, config.name,
+                      on_skipped=metrics.control_messages_skipped.inc)
     member = Member(config.name, channel, sink.task, sink.table_commits, metrics, config.commit_interval_ms / 1000,
                     config.commit_timeout_ms / 1000, config.commit_stall_intervals, maintenance=sink.maintainer,
-                    max_refusals=config.commit_max_refusals)
+                    max_refusals=config.commit_max_refusals, max_conflicts=config.commit_max_conflicts)
     consumer = FaustConsumer(config, worker, clients, sink.task, member)
     return ConnectorParts(sink, member, consumer)

@@ -45,12 +45,13 @@ class ConnectorRequests:
         return sorted(self._herder.store.connectors())
 
     # -- configurations --------------------------------------------------------------------------------
-    def problems_of(self, config: Mapping[str, str]) -> list[Problem]:
-        """Every problem of a configuration, as ``PUT /connector-plugins/.../config/validate`` lists them."""
+    def problems_of(self, config: Mapping[str, str]) -> tuple[list[Problem], list[str]]:
+        """Every problem of a configuration, as ``PUT /connector-plugins/.../config/validate`` lists them, and its
+        warnings (keys nothing reads, each with the key it may misspell)."""
         try:
             parsed = self._herder.parse(config)
         except ConfigError as exc:
-            return list(exc.problems)
+            return list(exc.problems), exc.warnings
         problems = []
         for running in self._herder.runtimes.values():
             if running.name != parsed.name and running.config.catalog_name == parsed.catalog_name and \
@@ -58,26 +59,28 @@ class ConnectorRequests:
                 problems.append(Problem("iceberg.catalog", parsed.catalog_name,
                                         f"connector {running.name} in this worker uses this catalog name with "
                                         "other iceberg.catalog.* properties; give this one another name"))
-        return problems
+        return problems, parsed.warnings
 
-    def _validated(self, name: str, config: Mapping[str, Any]) -> dict[str, str]:
+    def _validated(self, name: str, config: Mapping[str, Any]) -> tuple[dict[str, str], list[str]]:
+        """The configuration as it is stored, and its warnings; BadRequest with every problem it has."""
         written = {str(k): as_text(v) for k, v in config.items() if v is not None}
         if written.get("name", name) != name:
             raise BadRequest(f"Connector name configuration ({written['name']}) doesn't match connector name in "
                              f"the URL ({name})")
         written["name"] = name
         written.setdefault("connector.class", CONNECTOR_CLASSES[0])
-        problems = self.problems_of(written)
+        problems, warnings = self.problems_of(written)
         if problems:
             lines = "".join(f"\n{p}" for p in problems)
+            told = "".join(f"\nwarning: {w}" for w in warnings)
             raise BadRequest(f"Connector configuration is invalid and contains the following {len(problems)} "
                              f"error(s):{lines}\nYou can also find the above list of errors at the endpoint "
-                             "`/connector-plugins/{connectorType}/config/validate`")
+                             f"`/connector-plugins/{{connectorType}}/config/validate`{told}")
         if not self._herder.started:
             # Taken before the JVM is up: it must start with the jars this connector's catalog needs.
             catalog = self._herder.parse(written).catalog
             self._herder.spark.require(catalog.needs_lake_jars, catalog.driver_jars)
-        return written
+        return written, warnings
 
     def _ready_for_writes(self) -> None:
         if self._herder.closing:
@@ -97,24 +100,25 @@ class ConnectorRequests:
             raise NotFound(f"Connector {name} not found")
         return spec
 
-    async def create(self, name: str, config: Mapping[str, Any], initial: TargetState | None) -> ConnectorSpec:
+    async def create(self, name: str, config: Mapping[str, Any],
+                     initial: TargetState | None) -> tuple[ConnectorSpec, list[str]]:
         self._ready_for_writes()
         if not name or name != name.strip() or any(ord(c) < 32 for c in name):
             raise BadRequest("Connector name must be non-empty, without control characters or surrounding spaces")
-        written = self._validated(name, config)
+        written, warnings = self._validated(name, config)
         if name in self._herder.store.connectors():
             raise AlreadyExists(f"Connector {name} already exists")
         await self._herder.store.put(name, written, initial or TargetState.RUNNING)
-        return self.spec(name)
+        return self.spec(name), warnings
 
-    async def put_config(self, name: str, config: Mapping[str, Any]) -> tuple[ConnectorSpec, bool]:
+    async def put_config(self, name: str, config: Mapping[str, Any]) -> tuple[ConnectorSpec, bool, list[str]]:
         self._ready_for_writes()
-        written = self._validated(name, config)
+        written, warnings = self._validated(name, config)
         created = name not in self._herder.store.connectors()
         await self._herder.store.put(name, written)
-        return self.spec(name), created
+        return self.spec(name), created, warnings
 
-    async def patch_config(self, name: str, patch: Mapping[str, Any]) -> ConnectorSpec:
+    async def patch_config(self, name: str, patch: Mapping[str, Any]) -> tuple[ConnectorSpec, list[str]]:
         self._ready_for_writes()
         merged: dict[str, Any] = dict(self.spec(name).config)
         for key, value in patch.items():
@@ -122,8 +126,9 @@ class ConnectorRequests:
                 merged.pop(key, None)
             else:
                 merged[key] = value
-        await self._herder.store.put(name, self._validated(name, merged))
-        return self.spec(name)
+        written, warnings = self._validated(name, merged)
+        await self._herder.store.put(name, written)
+        return self.spec(name), warnings
 
     async def delete(self, name: str) -> None:
         self._ready_for_writes()
@@ -228,7 +233,7 @@ class ConnectorRequests:
             recorded = await asyncio.to_thread(reader.read)
         finally:
             reader.close()
-        clients = self._herder.kafka.for_connector(config.consumer_overrides, config.producer_overrides)
+        clients = config.clients_of(self._herder.kafka)
         group = await committed_offsets(clients, config.group_id, tables_resume(recorded))  # the partitions named
         return tables_resume(recorded, group)
 
@@ -242,7 +247,7 @@ class ConnectorRequests:
                              f"can be done for the specified connector by issuing a 'PUT' request to the "
                              f"'/connectors/{name}/stop' endpoint")
         config = self._config_of(name)
-        clients = self._herder.kafka.for_connector(config.consumer_overrides, config.producer_overrides)
+        clients = config.clients_of(self._herder.kafka)
         try:
             positions = await change_offsets(self._herder.spark, clients, config, changes)
         except OffsetsChangeRefused as exc:

@@ -102,7 +102,7 @@ class ConnectorRuntime:
                                     "the worker file"), exit_codes.CONFIG, "cannot start")
             return
         try:
-            clients = self._kafka.for_connector(self.config.consumer_overrides, self.config.producer_overrides)
+            clients = self.config.clients_of(self._kafka)
             if probe:
                 for role in ("consumer", "producer"):
                     await clients.probe(role)

@@ -91,10 +91,10 @@ class FaustConsumer:
             broker_rebalance_timeout=min(2**31 - 1, max(60_000, 2 * config.commit_timeout_ms)) / 1000,
             broker_commit_every=_NEVER,
             broker_commit_interval=float(_NEVER),
-            broker_max_poll_records=worker.max_poll_records,
+            broker_max_poll_records=config.max_poll_records,
             consumer_auto_offset_reset=offset_reset(worker, config.consumer_overrides),
             stream_wait_empty=False,
-            stream_buffer_maxsize=max(4096, worker.max_poll_records * 2),
+            stream_buffer_maxsize=max(4096, config.max_poll_records * 2),
             loghandlers=[],
         )
         self._topic_kwargs: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw",
@@ -115,7 +115,7 @@ class FaustConsumer:
         self.waiting_bytes = 0  # values and keys fetched and not yet taken: they count toward buffer.max-bytes
         self._waiting: collections.deque[int] = collections.deque()  # each waiting fetch's bytes, in channel order
         self._memory_paused: set[TP] = set()  # partitions paused here because the buffers are full
-        self.app.fetch_sizes = FetchSizes(config.fetch_min_bytes, config.fetch_max_wait_ms)
+        self.app.fetch_sizes = FetchSizes(config.fetch_min_bytes, config.fetch_max_wait_ms, config.isolation_level)
         self.app.deliver_batch = self._deliver
         self.app.on_drained = lambda wall, cpu: task.metrics.add_stage("fetch", wall, cpu)
         self.app.on_fetch_failed = self._fetch_failed

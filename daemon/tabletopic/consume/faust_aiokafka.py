@@ -181,18 +181,19 @@ class BatchDrain(Protocol):
 
 @dataclass(frozen=True)
 class FetchSizes:
-    """What each fetch asks the broker for: ``fetch.min.bytes`` and ``fetch.max.wait.ms``."""
+    """What each fetch asks the broker for: ``fetch.min.bytes``, ``fetch.max.wait.ms`` and ``isolation.level``."""
 
     min_bytes: int = 1
     max_wait_ms: int = 500
+    isolation_level: str = "read_uncommitted"
 
 
 class SizedFetchThread(AIOKafkaConsumerThread):
     """Faust's consumer thread, whose aiokafka consumer fetches with the app's :class:`FetchSizes`.
 
-    Faust makes the consumer with ``fetch.max.wait.ms`` 1500 and aiokafka's ``fetch.min.bytes`` of 1,
-    and takes neither from its settings. They are set before the consumer starts, which is when
-    aiokafka hands them to its fetcher.
+    Faust makes the consumer with ``fetch.max.wait.ms`` 1500, aiokafka's ``fetch.min.bytes`` of 1 and
+    ``read_uncommitted``, and takes none of them from its settings. They are set before the consumer
+    starts, which is when aiokafka hands them to its fetcher.
     """
 
     def _create_worker_consumer(self, transport: Any) -> AIOKafkaConsumer:
@@ -200,6 +201,7 @@ class SizedFetchThread(AIOKafkaConsumerThread):
         sizes: FetchSizes = self.app.fetch_sizes  # only a RawFetchApp's consumer makes this thread
         consumer._fetch_min_bytes = sizes.min_bytes
         consumer._fetch_max_wait_ms = sizes.max_wait_ms
+        consumer._isolation_level = sizes.isolation_level  # Faust's is read_uncommitted outside transactions
         return consumer
 
 

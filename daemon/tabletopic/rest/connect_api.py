@@ -30,6 +30,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _STATUS: dict[type[HerderError], int] = {BadRequest: 400, NotFound: 404, AlreadyExists: 409, NotReady: 503}
 
 
+def _told(answer: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """An answer with the configuration's warnings (keys nothing reads), beside Connect's own fields."""
+    return {**answer, "warnings": warnings} if warnings else answer
+
+
 def _json(body: Any, status: int = 200) -> web.Response:
     return web.json_response(body, status=status, dumps=lambda v: json.dumps(v, separators=(",", ":")))
 
@@ -144,8 +149,8 @@ class ConnectApi:
             target = TargetState(str(initial).upper()) if initial is not None else None
         except ValueError as exc:
             raise BadRequest(f"initial_state must be one of RUNNING, PAUSED or STOPPED, not {initial!r}") from exc
-        await self._requests.create(name, body["config"], target)
-        return _json(self._info(name), 201)
+        _, warnings = await self._requests.create(name, body["config"], target)
+        return _json(_told(self._info(name), warnings), 201)
 
     async def info(self, request: web.Request) -> web.Response:
         return _json(self._info(request.match_info["c"]))
@@ -162,16 +167,16 @@ class ConnectApi:
         if not isinstance(body, dict):
             raise BadRequest("Request body must be a JSON object of configuration keys")
         name = request.match_info["c"]
-        _, created = await self._requests.put_config(name, body)
-        return _json(self._info(name), 201 if created else 200)
+        _, created, warnings = await self._requests.put_config(name, body)
+        return _json(_told(self._info(name), warnings), 201 if created else 200)
 
     async def patch_config(self, request: web.Request) -> web.Response:
         body = await _body(request)
         if not isinstance(body, dict):
             raise BadRequest("Request body must be a JSON object of configuration keys")
         name = request.match_info["c"]
-        await self._requests.patch_config(name, body)
-        return _json(self._info(name))
+        _, warnings = await self._requests.patch_config(name, body)
+        return _json(_told(self._info(name), warnings))
 
     async def status(self, request: web.Request) -> web.Response:
         return _json(self._status(request.match_info["c"]))
@@ -276,7 +281,8 @@ class ConnectApi:
             raise BadRequest(f"Included connector type {config['connector.class']} does not match request type "
                              f"{plugin}")
         config.setdefault("connector.class", plugin)
-        return _json(entities.config_infos(plugin, CONNECTOR_KEYS, config, self._requests.problems_of(config)))
+        problems, warnings = self._requests.problems_of(config)
+        return _json(_told(entities.config_infos(plugin, CONNECTOR_KEYS, config, problems), warnings))
 
     # -- loggers --------------------------------------------------------------------------------------
     async def list_loggers(self, _: web.Request) -> web.Response:

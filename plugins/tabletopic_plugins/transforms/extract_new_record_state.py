@@ -138,6 +138,10 @@ class ExtractNewRecordState:
     def needs_headers(self) -> bool:
         return bool(self.headers)
 
+    @property
+    def changes_topic(self) -> bool:
+        return self.route_field is not None
+
     def apply(self, records: SinkRecords) -> list[SinkRecords] | SinkRecords:
         if records.tombstone:
             if self.headers and any(h.field == "op" for h in self.headers):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tabletopic.commit.channel import Channel
+import pytest
+
+from tabletopic.commit.channel import Channel, ControlTopicShared
 from tabletopic.commit.events import Start
 from tabletopic.commit.fragments import encode
 from tabletopic.kafka_clients import KafkaClients
@@ -37,3 +39,16 @@ def test_a_fragmented_message_comes_out_whole() -> None:
     assert len(records) > 1
     out = [channel.accept(r, i) for i, r in enumerate(records)]
     assert out[-1] == message and out[:-1] == [None] * (len(records) - 1)
+
+
+def java_sink_event() -> bytes:
+    """An event as the Iceberg sink (Java) writes it: AvroEncoderUtil's magic, the schema as writeUTF, the datum."""
+    schema = b'{"type":"record","name":"org.apache.iceberg.connect.events.Event","fields":[]}'
+    return b"\xc2\x01" + len(schema).to_bytes(2, "big") + schema + b"\x00"
+
+
+def test_a_java_sink_event_stops_the_reader_naming_the_control_topic_key() -> None:
+    channel, skipped = _channel()
+    with pytest.raises(ControlTopicShared, match=r"iceberg\.control\.topic"):
+        channel.accept(java_sink_event(), 7)
+    assert channel.accept(b"\xc2\x01 not an event", 8) is None and skipped == [1]  # garbage, skipped as any

@@ -22,3 +22,27 @@ def test_only_the_same_refusal_round_after_round_counts() -> None:
         assert refusals.observe({"db.t": dvs.format(n)}, []) is None
     refused = refusals.observe({"db.t": dvs.format(8)}, [])
     assert refused is not None and str(refused).startswith(dvs.format(8))
+
+
+CONFLICT = "commit to table db.t failed: CommitFailedException: Cannot commit: metadata changed under it"
+
+
+def test_conflicts_are_retried_without_end_unless_the_java_key_bounds_them() -> None:
+    unbounded = RepeatedRefusals(3)
+    assert all(unbounded.observe({"db.t": CONFLICT}, []) is None for _ in range(20))
+    bounded = RepeatedRefusals(3, conflicts=2)
+    assert bounded.observe({"db.t": CONFLICT}, []) is None
+    assert bounded.observe({}, ["db.t"]) is None  # committed in between: a new count
+    assert bounded.observe({"db.t": CONFLICT}, []) is None
+    failed = bounded.observe({"db.t": "commit to table db.t kept conflicting with concurrent commits"}, [])
+    assert failed is not None and "iceberg.control.commit.max-consecutive-failures" in str(failed)
+
+
+def test_a_conflict_does_not_count_as_a_refusal() -> None:
+    refusals = RepeatedRefusals(2, conflicts=5)
+    dvs = "commit to table db.t failed: IllegalArgumentException: Must use DVs"
+    assert refusals.observe({"db.t": dvs}, []) is None
+    assert refusals.observe({"db.t": CONFLICT}, []) is None  # breaks the refusals' streak
+    assert refusals.observe({"db.t": dvs}, []) is None
+    refused = refusals.observe({"db.t": dvs}, [])
+    assert refused is not None and "tabletopic.commit.max-consecutive-refusals" in str(refused)
