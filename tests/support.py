@@ -98,7 +98,9 @@ def read_topic(bootstrap: str, topic: str, expected: int) -> list[tuple[bytes | 
 
 
 def write_props(path: Path, props: dict[str, Any]) -> Path:
-    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    """A .properties file as Java's ``Properties.store`` writes one: a backslash in a value is doubled (a regex's
+    ``\\d`` would otherwise be read as ``d``)."""
+    path.write_text("".join(f"{k}={str(v).replace(chr(92), chr(92) * 2)}\n" for k, v in props.items()))
     return path
 
 

@@ -434,3 +434,81 @@ def test_the_java_commit_conflict_bound_and_this_sinks_refusal_bound_are_two_key
     config = parse_connector({**GOOD, "iceberg.control.commit.max-consecutive-failures": "2",
                               "tabletopic.commit.max-consecutive-refusals": "5"}, WORKER)
     assert (config.commit_max_conflicts, config.commit_max_refusals) == (2, 5)
+
+
+# Every SMT and predicate of Connect's docs (kafka.apache.org, "Transformations"), by the names its examples use,
+# with the least settings each needs; then Debezium's and the Iceberg sink's.
+CONNECT_DOCS_TRANSFORMS: dict[str, dict[str, str]] = {
+    "org.apache.kafka.connect.transforms.Cast$Key": {"spec": "int64"},
+    "org.apache.kafka.connect.transforms.Cast$Value": {"spec": "f:string"},
+    "org.apache.kafka.connect.transforms.DropHeaders": {"headers": "h"},
+    "org.apache.kafka.connect.transforms.ExtractField$Key": {"field": "id"},
+    "org.apache.kafka.connect.transforms.ExtractField$Value": {"field": "after", "field.syntax.version": "V2"},
+    "org.apache.kafka.connect.transforms.Filter": {},
+    "org.apache.kafka.connect.transforms.Flatten$Key": {},
+    "org.apache.kafka.connect.transforms.Flatten$Value": {"delimiter": "_"},
+    "org.apache.kafka.connect.transforms.HeaderFrom$Key": {"fields": "id", "headers": "h", "operation": "copy"},
+    "org.apache.kafka.connect.transforms.HeaderFrom$Value": {"fields": "a,b", "headers": "x,y", "operation": "move"},
+    "org.apache.kafka.connect.transforms.HoistField$Key": {"field": "k"},
+    "org.apache.kafka.connect.transforms.HoistField$Value": {"field": "v"},
+    "org.apache.kafka.connect.transforms.InsertField$Key": {"static.field": "s", "static.value": "v"},
+    "org.apache.kafka.connect.transforms.InsertField$Value": {"topic.field": "t", "offset.field": "o!"},
+    "org.apache.kafka.connect.transforms.InsertHeader": {"header": "h", "value.literal": "v"},
+    "org.apache.kafka.connect.transforms.MaskField$Key": {"fields": "k"},
+    "org.apache.kafka.connect.transforms.MaskField$Value": {"fields": "ssn", "replacement": "***"},
+    "RegexRouter": {"regex": "(.*)", "replacement": "$1"},
+    "org.apache.kafka.connect.transforms.ReplaceField$Key": {"exclude": "x"},
+    "org.apache.kafka.connect.transforms.ReplaceField$Value": {"include": "a", "renames": "a:b"},
+    "org.apache.kafka.connect.transforms.SetSchemaMetadata$Key": {"schema.name": "k"},
+    "org.apache.kafka.connect.transforms.SetSchemaMetadata$Value": {"schema.version": "2"},
+    "org.apache.kafka.connect.transforms.TimestampConverter$Key": {"target.type": "unix"},
+    "org.apache.kafka.connect.transforms.TimestampConverter$Value": {"field": "ts", "target.type": "string",
+                                                                     "format": "yyyy-MM-dd"},
+    "TimestampRouter": {"topic.format": "${topic}-${timestamp}", "timestamp.format": "yyyyMM"},
+    "ValueToKey": {"fields": "id"},
+    "io.debezium.transforms.ExtractNewRecordState": {"delete.tombstone.handling.mode": "rewrite",
+                                                     "add.fields": "op,table,lsn", "route.by.field": "dest"},
+    "org.apache.iceberg.connect.transforms.CopyValue": {"source.field": "a", "target.field": "b"},
+    "org.apache.iceberg.connect.transforms.DmsTransform": {},
+    "org.apache.iceberg.connect.transforms.JsonToMapTransform": {"json.root": "true"},
+    "org.apache.iceberg.connect.transforms.KafkaMetadataTransform": {"nested": "true"},
+    "org.apache.iceberg.connect.transforms.MongoDebeziumTransform": {"array_handling_mode": "document"},
+    "org.apache.iceberg.connect.transforms.DebeziumTransform": {"cdc.target.pattern": "{db}.{table}"},
+}
+CONNECT_DOCS_PREDICATES = {"org.apache.kafka.connect.transforms.predicates.TopicNameMatches": {"pattern": "a.*"},
+                           "HasHeaderKey": {"name": "h"}, "RecordIsTombstone": {}}
+
+
+def test_validate_accepts_every_transform_predicate_and_converter_name_of_connects_docs(tmp_path: Path) -> None:
+    props: dict[str, str] = {**GOOD, "connector.class": "IcebergSinkConnector", "key.converter": "StringConverter",
+                             "value.converter": "org.apache.kafka.connect.json.JsonConverter"}
+    aliases = []
+    for i, (name, settings) in enumerate(CONNECT_DOCS_TRANSFORMS.items()):
+        aliases.append(f"t{i}")
+        props.update({f"transforms.t{i}.type": name, **{f"transforms.t{i}.{k}": v for k, v in settings.items()}})
+    predicates = []
+    for i, (name, settings) in enumerate(CONNECT_DOCS_PREDICATES.items()):
+        predicates.append(f"p{i}")
+        props.update({f"predicates.p{i}.type": name, **{f"predicates.p{i}.{k}": v for k, v in settings.items()}})
+        props.update({f"transforms.t{i}.predicate": f"p{i}", f"transforms.t{i}.negate": "true"})
+    props.update({"transforms": ",".join(aliases), "predicates": ",".join(predicates)})
+    path = tmp_path / "every.json"
+    path.write_text(json.dumps({"name": "every", "config": props}))
+    proc = subprocess.run([sys.executable, "-m", "tabletopic.cli", "validate", str(path)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "warning" not in proc.stdout, proc.stdout
+    # The converters by their Connect names and short aliases.
+    for converter in ("JsonConverter", "Json", "StringConverter", "String", "ByteArrayConverter", "ByteArray",
+                      "org.apache.kafka.connect.converters.ByteArrayConverter"):
+        assert parse_connector({**GOOD, "value.converter": converter}, WORKER).value_converter.class_name.endswith(
+            converter if "." in converter else converter.removesuffix("Converter") + "Converter")
+
+
+def test_validate_tells_a_misspelt_key_with_the_key_it_misspells(tmp_path: Path) -> None:
+    path = tmp_path / "typo.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in {**GOOD, "errors.tolerence": "all"}.items()))
+    proc = subprocess.run([sys.executable, "-m", "tabletopic.cli", "validate", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0
+    assert "warning: unknown key 'errors.tolerence' ignored; did you mean 'errors.tolerance'?" in proc.stdout

@@ -103,3 +103,33 @@ def test_two_workers_share_a_connector_through_the_config_topic(bootstrap: str, 
     assert _exact(warehouse, table, 8000)
     for worker in workers:
         assert worker.terminate() == 0
+
+
+def test_a_misspelt_key_is_told_over_rest_in_distributed_mode(bootstrap: str, warehouse: Warehouse,
+                                                               tmp_path: Path) -> None:
+    """The validate answer lists warnings beside Connect's errors, and a create answers with them; the
+    connector (created stopped) is not run, so no JVM is needed."""
+    port = free_port()
+    cluster = {"group.id": unique("cluster"), "config.storage.topic": unique("configs"),
+               "status.storage.topic": unique("statuses"), "offset.storage.topic": unique("offsets"),
+               "config.storage.replication.factor": 1, "status.storage.replication.factor": 1}
+    worker = DaemonProcess(tmp_path, worker_props(bootstrap, listeners=f"http://127.0.0.1:{port}", **cluster), [],
+                           mode="distributed").start()
+    rest = Rest(port)
+    wait_until(lambda: rest.status_of("/connectors") == 200, 120, "the worker listening", worker)
+    name = unique("typo")
+    config = {"name": name, "connector.class": SINK, "topics": unique("typo"), "iceberg.tables": "db.t",
+              "errors.tolerence": "all", "transforms": "x", "transforms.x.type": "RegexRouter",
+              "transforms.x.regex": ".*", "transforms.x.replacment": "y", "transforms.x.replacement": "z",
+              **warehouse.connector_props()}
+    status, infos = rest.call("PUT", "/connector-plugins/IcebergSinkConnector/config/validate", config)
+    assert status == 200 and infos["error_count"] == 0
+    assert "unknown key 'errors.tolerence' ignored; did you mean 'errors.tolerance'?" in infos["warnings"]
+    assert any("transforms.x.replacment" in w and "did you mean 'transforms.x.replacement'?" in w
+               for w in infos["warnings"])
+    status, created = rest.call("POST", "/connectors", {"name": name, "config": config, "initial_state": "STOPPED"})
+    assert status == 201 and any("did you mean 'errors.tolerance'?" in w for w in created["warnings"])
+    status, refused = rest.call("PUT", "/connector-plugins/IcebergSinkConnector/config/validate",
+                                {**config, "topics": "orders", "errors.deadletterqueue.topic.name": "orders"})
+    assert refused["error_count"] == 1 and refused["warnings"]
+    assert worker.terminate() == 0

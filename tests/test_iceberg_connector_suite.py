@@ -291,6 +291,31 @@ def test_dynamic_routing_skips_a_table_that_does_not_exist(bootstrap: str, spark
         assert [r[0] for r in rows(warehouse, table, branch)] == [id_]
 
 
+def test_dynamic_route_with_topic_rewriting_smt(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:
+    """``testDynamicRouteWithTopicRewritingSMT``: RegexRouter gives every record the topic test.smttbl, and
+    InsertField$Value copies that topic into srcTopic, the route field; the table gets both events, and its
+    snapshot records the offsets of the topic they were read from, not the rewritten one."""
+    topic, table = unique("it_smt"), f"{DB}.smttbl_{unique('s')}"
+    create_topic(bootstrap, topic, 1)
+    create_test_table(warehouse, table, partitioned=False)
+    send(bootstrap, topic, [(1, event(1, "type1", NOW_MS, "hello", False)),
+                            (2, event(2, "type2", NOW_MS, "world", False))])
+    config = {**common_config(topic, warehouse, False, None), "iceberg.tables.dynamic-enabled": "true",
+              "iceberg.tables.route-field": "srcTopic", "transforms": "rewriteTopic,insertTopic",
+              "transforms.rewriteTopic.type": "org.apache.kafka.connect.transforms.RegexRouter",
+              "transforms.rewriteTopic.regex": ".*", "transforms.rewriteTopic.replacement": table,
+              "transforms.insertTopic.type": "org.apache.kafka.connect.transforms.InsertField$Value",
+              "transforms.insertTopic.topic.field": "srcTopic"}
+    run(spark, bootstrap, config, warehouse, [table])
+
+    files = added_files(warehouse, table, None)
+    assert 1 <= len(files) <= 2 and sum(int(f.recordCount()) for f in files) == 2
+    group = f"connect-{config['name']}"
+    assert_snapshot_props(warehouse, table, None, group)
+    assert warehouse.offsets(table, group) == {(topic, 0): 2}
+    assert [r[0] for r in rows(warehouse, table, None)] == [1, 2]
+
+
 @pytest.mark.parametrize("mode", ["cdc", "upsert"])
 def test_cdc_and_upsert_take_the_tables_identifier_fields(bootstrap: str, spark: SparkRuntime,
                                                           warehouse: Warehouse, mode: str) -> None:

@@ -106,3 +106,25 @@ def test_a_java_sink_table_without_group_offsets_is_refused(bootstrap: str, ware
     assert code != 0
     assert "the Iceberg Kafka Connect sink last committed db.orphan (commit c0ffee)" in daemon.output()
     assert [int(r[0]) for r in warehouse.sql(f"SELECT count(*) FROM {{c}}.{table}")] == [1]
+
+
+def test_a_control_topic_the_java_sink_writes_to_is_refused(bootstrap: str, warehouse: Warehouse,
+                                                            tmp_path: Path) -> None:
+    """During a migration both sinks may run: the Java one writes Avro events to its control topic and fails on
+    this one's records. A connector whose control topic holds a recent Java event does not start, and says
+    which key to change."""
+    topic, control = unique("migrate_control"), unique("control-iceberg")
+    create_topic(bootstrap, topic, 1)
+    create_topic(bootstrap, control, 1)
+    schema = b'{"type":"record","name":"org.apache.iceberg.connect.events.Event","fields":[]}'
+    java_event = b"\xc2\x01" + len(schema).to_bytes(2, "big") + schema + b"\x00"
+    produce(bootstrap, control, [(b"a-producer-id", java_event, 0)])
+    connector = {"name": unique("beside_java"), "topics": topic, "iceberg.tables": "db.beside",
+                 "iceberg.control.topic": control, "value.converter.schemas.enable": "false",
+                 **warehouse.connector_props()}
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap, **{"tabletopic.exit-on-connector-failure": "true"}),
+                           [connector]).start()
+    assert daemon.wait(180) != 0
+    output = daemon.output()
+    assert f"the control topic {control} carries the Iceberg sink's (Java) events" in output
+    assert "set iceberg.control.topic to a topic of this connector's own" in output

@@ -75,7 +75,14 @@ class Staging:
                 except TransformError as exc:
                     failures.extend(RecordFailure("transform", int(r), str(exc)) for r in converted.rows)
                     continue
+            keyed = []
             for records in pieces:
+                if records.tombstone and records.key is None and self.config.may_key and len(records):
+                    # A transform made these null (ExtractNewRecordState's deletes): their keys delete.
+                    keyed.extend(self._with_keys(records, raw, failures))
+                else:
+                    keyed.append(records)
+            for records in keyed:
                 if not len(records):
                     continue
                 if records.tombstone:

@@ -104,3 +104,14 @@ def test_a_topic_rewriting_transform_keeps_the_source_offsets() -> None:
     (change,) = st.stage(raw([b'{"id": 1}'])).changes["db.t"]
     assert change.topic == "t" and change.offsets.tolist() == [100]
     assert change.value.column("dest").to_pylist() == ["db.renamed"]
+
+
+def test_records_a_transform_makes_null_delete_by_the_keys_they_came_with() -> None:
+    st = staging(**{"transforms": "x", "transforms.x.type": "org.apache.kafka.connect.transforms.ExtractField$Value",
+                    "transforms.x.field": "after", "iceberg.tables.upsert-mode-enabled": "true",
+                    "iceberg.tables.default-id-columns": "id"})
+    assert not st.transforms.needs_key  # the keys are converted only for the records that need them
+    staged = st.stage(raw([b'{"after": {"id": 1}}', b'{"after": null}'], keys=[b"1", b"2"]))
+    assert staged.failures == []
+    deletes = [c for c in staged.changes["db.t"] if (c.op_array() == DELETE).all()]
+    assert [c.value.column(0).to_pylist() for c in deletes] == [["2"]]
