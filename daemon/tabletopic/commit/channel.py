@@ -49,7 +49,7 @@ class ControlTopicShared(RuntimeError):
             f"the control topic {topic} carries the Iceberg sink's (Java) events ({when}): a Java connector "
             f"writes to it. The two sinks need different control topics while both run, and each fails on the "
             f"other's records: set iceberg.control.topic to a topic of this connector's own (see "
-            f"docs/migration.md)")
+            f"docs/lake.md, Migrating from the Iceberg Kafka Connect sink)")
 
 
 class Channel:

@@ -16,7 +16,13 @@ from typing import Any
 from aiohttp import web
 
 from tabletopic import __version__
-from tabletopic.config.connector_keys import CONNECTOR_CLASSES, CONNECTOR_KEYS, CONVERTER_GROUP, TRANSFORM_GROUP
+from tabletopic.config.connector_keys import (
+    CONNECTOR_CLASSES,
+    CONNECTOR_KEYS,
+    CONVERTER_GROUP,
+    PREDICATE_GROUP,
+    TRANSFORM_GROUP,
+)
 from tabletopic.config.files import as_text
 from tabletopic.connectors.config_store import TargetState
 from tabletopic.connectors.refusals import AlreadyExists, BadRequest, HerderError, NotFound, NotReady
@@ -254,7 +260,8 @@ class ConnectApi:
     async def plugins(self, request: web.Request) -> web.Response:
         out = [entities.plugin_info(c, "sink", __version__) for c in CONNECTOR_CLASSES]
         if request.query.get("connectorsOnly", "true").lower() == "false":
-            for group, kind in ((CONVERTER_GROUP, "converter"), (TRANSFORM_GROUP, "transformation")):
+            for group, kind in ((CONVERTER_GROUP, "converter"), (TRANSFORM_GROUP, "transformation"),
+                                (PREDICATE_GROUP, "predicate")):
                 for ep in sorted(entry_points(group=group), key=lambda e: e.name):
                     out.append(entities.plugin_info(ep.name, kind, ep.dist.version if ep.dist else None))
         return _json(out)
