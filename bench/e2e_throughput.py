@@ -21,6 +21,11 @@ bundled broker (same cores), then measures in this one run:
 With ``--upsert``, an upsert connector (``id`` as the key, positions found at commit, the default)
 takes the pipeline's turns over the same records: upsert against append, end to end.
 
+With ``--transforms``, a connector with a chain of five common single message transforms
+(TimestampConverter on ``ts``, Cast of ``amount``, ReplaceField dropping ``session``, InsertField adding
+the topic and offset, and Filter dropping tombstones by a RecordIsTombstone predicate) takes the
+pipeline's turns: the same records with and without transforms, end to end.
+
 With ``--sustained`` it instead starts a new CLI daemon per rate tried, produces at that rate from
 a librdkafka producer in a process of its own for ``--warmup-s`` (30 s, while the JVM compiles the
 write path) and then ``--window-s`` (120 s), and searches the highest rate at which the records
@@ -29,7 +34,7 @@ commit latency p50/p99 in the window (round start to snapshot, from the daemon's
 and the peak RSS of the process tree (Python plus JVM) over the whole run.
 
     python bench/e2e_throughput.py [--records 2000000] [--interval-ms 2000] [--runs 3] [--small 500000]
-                                   [--upsert] [--format json|avro|protobuf] [--worker KEY=VALUE]
+                                   [--upsert | --transforms] [--format json|avro|protobuf] [--worker KEY=VALUE]
     python bench/e2e_throughput.py --sustained [--window-s 120] [--warmup-s 30] [--start-rate 120000]
 """
 
@@ -381,6 +386,22 @@ def cli_daemon(run_dir: Path, bootstrap: str, interval_ms: int, connector: dict[
 
 # The same records into an upsert table: each id once, so the table must end as append's does.
 UPSERT = {"iceberg.tables.upsert-mode-enabled": "true", "iceberg.tables.default-id-columns": "id"}
+# Five transforms a connector commonly chains; every record stays (none is a tombstone), so the table must
+# hold every id once, as without them.
+TRANSFORMS = {
+    "transforms": "time,cast,drop,insert,tombstones", "predicates": "tombstone",
+    "transforms.time.type": "org.apache.kafka.connect.transforms.TimestampConverter$Value",
+    "transforms.time.field": "ts", "transforms.time.target.type": "Timestamp",
+    "transforms.time.format": "yyyy-MM-dd'T'HH:mm:ss'Z'",
+    "transforms.cast.type": "org.apache.kafka.connect.transforms.Cast$Value", "transforms.cast.spec": "amount:float32",
+    "transforms.drop.type": "org.apache.kafka.connect.transforms.ReplaceField$Value",
+    "transforms.drop.exclude": "session",
+    "transforms.insert.type": "org.apache.kafka.connect.transforms.InsertField$Value",
+    "transforms.insert.topic.field": "source_topic", "transforms.insert.offset.field": "source_offset",
+    "transforms.tombstones.type": "org.apache.kafka.connect.transforms.Filter",
+    "transforms.tombstones.predicate": "tombstone",
+    "predicates.tombstone.type": "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
+}
 
 
 def tabletopic_run(bootstrap: str, work: Path, name: str, n: int, interval_ms: int, topic: str = TOPIC,
@@ -460,6 +481,7 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
         ours: list[Run] = []
         peers: list[Run] = []
         upserts: list[Run] = []
+        chains: list[Run] = []
         extra = {"value.converter": CONVERTERS[args.format], **dict(kv.split("=", 1) for kv in args.worker)}
         for i in range(args.runs):  # taken one after another, alternating, so drift hits both alike
             if args.upsert:
@@ -467,6 +489,10 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
                                               extra=extra, registry=args.format != "json", connector=UPSERT,
                                               py_spy=args.py_spy if i == 0 else None, jfr=args.jfr if i == 0 else None))
                 print(f"  run {i + 1}: tabletopic upsert {upserts[-1].seconds:.1f} s", flush=True)
+            elif args.transforms:
+                chains.append(tabletopic_run(bootstrap, work, f"smt-{i}", args.records, args.interval_ms,
+                                             extra=extra, registry=args.format != "json", connector=TRANSFORMS))
+                print(f"  run {i + 1}: tabletopic with five transforms {chains[-1].seconds:.1f} s", flush=True)
             elif not args.no_peer:
                 peers.append(peer_run(bootstrap, work, f"peer-{i}", args.records, args.interval_ms))
             ours.append(tabletopic_run(bootstrap, work, f"bench-{i}", args.records, args.interval_ms,
@@ -488,7 +514,7 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
     print(f"{'':34}{'seconds':>9}{'records/s':>11}{'MiB/s':>8}{'CPU-s':>8}{'Python':>8}{'JVM':>7}"
           f"{'µs CPU/rec':>12}{'peak RSS MiB':>14}")
     print(f"{'aiokafka alone, no writes':34}{baseline:>9.2f}{args.records / baseline:>11,.0f}{mib / baseline:>8.2f}")
-    for run in [*peers, *upserts, *ours]:
+    for run in [*peers, *upserts, *chains, *ours]:
         cpu = run.python_cpu + run.jvm_cpu
         print(f"{run.label:34}{run.seconds:>9.2f}{args.records / run.seconds:>11,.0f}{mib / run.seconds:>8.2f}"
               f"{cpu:>8.1f}{run.python_cpu:>8.1f}{run.jvm_cpu:>7.1f}{per_m * cpu:>12.1f}{run.peak_rss:>14,.0f}")
@@ -509,7 +535,12 @@ def backlog(args: argparse.Namespace, work: Path) -> None:
         print(f"tabletopic upsert (keyed on id, positions found at commit): {args.records / up.seconds:,.0f} records/s "
               f"= {us.seconds / up.seconds:.2f} of append; CPU-seconds per million records "
               f"{per_m * (up.python_cpu + up.jvm_cpu):.1f}")
-    print(f"every run's rows exact: {all(r.rows == args.records for r in ours + peers + upserts)} "
+    if chains:
+        chain = median(chains)
+        print(f"tabletopic with five transforms (TimestampConverter, Cast, ReplaceField, InsertField, Filter with a "
+              f"predicate): {args.records / chain.seconds:,.0f} records/s = {us.seconds / chain.seconds:.2f} of the "
+              f"rate without; CPU-seconds per million records {per_m * (chain.python_cpu + chain.jvm_cpu):.1f}")
+    print(f"every run's rows exact: {all(r.rows == args.records for r in ours + peers + upserts + chains)} "
           f"({args.records:,} ids, each once, in each table)")
     print("\nutilisation trace of the median tabletopic run (CPU %, 100 = one core):")
     print(f"{'second':>7}{'Python':>8}{'JVM':>8}")
@@ -690,6 +721,8 @@ def main() -> None:
     parser.add_argument("--upsert", action="store_true",
                         help="an upsert connector (keyed on id) takes the peer's turns: upsert against append")
     parser.add_argument("--no-peer", action="store_true", help="tabletopic alone (when trying settings)")
+    parser.add_argument("--transforms", action="store_true",
+                        help="the same records through a chain of five common transforms, in the peer's turns")
     parser.add_argument("--sustained", action="store_true", help="find the highest rate the sink keeps up with")
     parser.add_argument("--window-s", type=float, default=120.0)
     parser.add_argument("--warmup-s", type=float, default=30.0,
