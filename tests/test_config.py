@@ -512,3 +512,21 @@ def test_validate_tells_a_misspelt_key_with_the_key_it_misspells(tmp_path: Path)
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
     assert "warning: unknown key 'errors.tolerence' ignored; did you mean 'errors.tolerance'?" in proc.stdout
+
+
+def test_iceberg_hadoop_conf_dir_configures_the_catalogs_hadoop_configuration(tmp_path: Path) -> None:
+    (tmp_path / "core-site.xml").write_text(
+        "<configuration><property><name>fs.s3a.endpoint</name><value>http://127.0.0.1:9000</value></property>"
+        "<property><name>fs.defaultFS</name><value>file:///</value></property></configuration>")
+    (tmp_path / "hive-site.xml").write_text("<configuration><property><name>hive.metastore.uris</name>"
+                                            "<value>thrift://127.0.0.1:9083</value></property></configuration>")
+    config = parse_connector({**GOOD, "iceberg.hadoop-conf-dir": str(tmp_path),
+                              "iceberg.hadoop.fs.defaultFS": "file:///other"}, WORKER)
+    props = config.catalog_props
+    assert props["hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert props["hadoop.hive.metastore.uris"] == "thrift://127.0.0.1:9083"
+    assert props["hadoop.fs.defaultFS"] == "file:///other"  # iceberg.hadoop.* wins
+    (tmp_path / "hdfs-site.xml").write_text("<configuration><property>")
+    assert "hdfs-site.xml cannot be read as Hadoop's XML configuration" in problems(
+        **{"iceberg.hadoop-conf-dir": str(tmp_path)})
+    assert "is not a directory" in problems(**{"iceberg.hadoop-conf-dir": str(tmp_path / "nope")})

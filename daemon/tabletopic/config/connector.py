@@ -36,6 +36,7 @@ from tabletopic.config.definition import (
     parse_value,
     prefixed,
 )
+from tabletopic.config.hadoop_conf_dir import hadoop_conf_dir_props
 from tabletopic.config.maintenance_settings import MaintenanceSettings, settings_from
 from tabletopic.config.partition_by import PartitionField, parse_partition_by
 from tabletopic.config.plugin_specs import PluginSpec, converter_spec, predicate_specs, transform_specs
@@ -193,6 +194,11 @@ def _catalog_props(props: Mapping[str, str], out: Parsed) -> dict[str, str]:
         catalog = {"type": "hadoop", "warehouse": "file://" + os.path.abspath("warehouse")}
     for key, value in prefixed(props, HADOOP_PREFIX).items():
         catalog.setdefault(f"hadoop.{key}", value)
+    if props.get("iceberg.hadoop-conf-dir"):
+        found, problems = hadoop_conf_dir_props(props["iceberg.hadoop-conf-dir"])
+        out.problems.extend(Problem("iceberg.hadoop-conf-dir", props["iceberg.hadoop-conf-dir"], p) for p in problems)
+        for key, value in found.items():
+            catalog.setdefault(f"hadoop.{key}", value)
     return catalog
 
 

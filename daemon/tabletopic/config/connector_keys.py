@@ -189,7 +189,9 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "restarts it.", minimum=1),
     Key("iceberg.catalog", KeyType.STRING, "iceberg", "Name of the Iceberg catalog (the Spark catalog name)."),
     Key("iceberg.connect.group-id", KeyType.STRING, None, "Consumer group of the source topics (connect-<name>)."),
-    Key("iceberg.hadoop-conf-dir", KeyType.STRING, None, "Accepted for compatibility; set HADOOP_CONF_DIR instead."),
+    Key("iceberg.hadoop-conf-dir", KeyType.STRING, None,
+        "A directory whose core-site.xml, hdfs-site.xml and hive-site.xml configure the catalog's Hadoop "
+        "configuration, as in the Iceberg sink; iceberg.hadoop.* and iceberg.catalog.hadoop.* win over them."),
     Key("iceberg.coordinator.transactional.prefix", KeyType.STRING, None,
         "The prefix of the Iceberg sink's transactional ids, for ACLs. No producer here is transactional: "
         "nothing needs it, and no ACL on transactional ids is needed."),
