@@ -1,8 +1,9 @@
-"""Tables on S3 behind real catalogs: JDBC on PostgreSQL, SeaweedFS's REST catalog, Glue on moto.
+"""Tables behind real catalogs: on S3, JDBC on PostgreSQL, SeaweedFS's REST catalog, Glue on moto; on local
+files, a Hive Metastore (Hive 2.3, from the pyspark wheel) on PostgreSQL.
 
 In each catalog one daemon runs an append connector and an upsert connector through the
 broker, is SIGKILLed mid-stream and restarted.  Both tables must then be exact, read by
-Spark through the catalog and by DuckDB (httpfs + iceberg, no JVM) from S3.
+Spark through the catalog and by DuckDB (httpfs + iceberg, no JVM) from storage.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tabletopic.demo.hive_metastore import HiveMetastore
 from tabletopic.demo.lake_servers import MotoLake, SeaweedLake
 from tabletopic.write.spark_session import SparkRuntime
 from tests.postgres_server import PostgresServer, postgres_available
@@ -46,7 +48,7 @@ class Lake:
     secrets: list[str] = field(default_factory=list)  # must never reach the daemon's log
 
 
-@pytest.fixture(scope="module", params=["jdbc", "rest", "glue"])
+@pytest.fixture(scope="module", params=["jdbc", "rest", "glue", "hive"])
 def lake(request: pytest.FixtureRequest, spark: SparkRuntime,
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
     kind = request.param
@@ -57,6 +59,16 @@ def lake(request: pytest.FixtureRequest, spark: SparkRuntime,
         with MotoLake(log_path=root / "moto.log") as s3, PostgresServer() as pg:
             yield Lake(kind, {**pg.jdbc_props(), "warehouse": f"s3://{s3.bucket}/wh", **s3.s3_props()},
                        s3.duckdb_secret(), secrets=[pg.password])
+    elif kind == "hive":
+        if not postgres_available():
+            pytest.skip("PostgreSQL and its JDBC driver are not installed (.ci/run installs them)")
+        # Local files: the metastore checks a table's location through Hadoop's file systems, and S3A is
+        # not among the pyspark wheel's jars (docs/lake.md).
+        with PostgresServer() as pg:
+            jdbc = pg.jdbc_props()
+            with HiveMetastore(f"file://{root}/warehouse", (jdbc["uri"], jdbc["jdbc.user"],
+                                                            jdbc["jdbc.password"])) as hms:
+                yield Lake(kind, hms.catalog_props(), "SELECT 1", secrets=[pg.password])
     elif kind == "rest":
         with SeaweedLake(root) as weed:
             yield Lake(kind, weed.rest_props(), weed.duckdb_secret(), secrets=[weed.secret_key])
@@ -69,6 +81,11 @@ def lake(request: pytest.FixtureRequest, spark: SparkRuntime,
             system.setProperty("aws.secretAccessKey", env["AWS_SECRET_ACCESS_KEY"])
             system.setProperty("aws.region", env["AWS_REGION"])
             yield Lake(kind, moto.glue_props(), moto.duckdb_secret(), env)
+
+
+def duck_path(location: str) -> str:
+    """A metadata location as DuckDB opens it: a local one without Hadoop's ``file:`` scheme."""
+    return location.removeprefix("file:") if location.startswith("file:") else location
 
 
 class Streams:
@@ -167,15 +184,15 @@ def test_append_and_upsert_tables_on_s3_survive_a_sigkill(lake: Lake, bootstrap:
     con = duckdb_connection(s3=True)
     con.execute(lake.duckdb_secret)
     duck = con.execute(f"SELECT count(*), count(DISTINCT id), sum(h), sum(amount) FROM "
-                       f"iceberg_scan('{reader.metadata_location(tables['append'])}')").fetchone()
+                       f"iceberg_scan('{duck_path(reader.metadata_location(tables['append']))}')").fetchone()
     assert duck is not None and tuple(int(v) for v in duck) == want, "append table read by DuckDB"
     duck_rows = {int(r[0]): (int(r[1]), int(r[2])) for r in con.execute(
-        f"SELECT id, v, seq FROM iceberg_scan('{reader.metadata_location(tables['upsert'])}')").fetchall()}
+        f"SELECT id, v, seq FROM iceberg_scan('{duck_path(reader.metadata_location(tables['upsert']))}')").fetchall()}
     assert duck_rows == model, "upsert table read by DuckDB"
 
     for which in ("append", "upsert"):
         location = reader.metadata_location(tables[which])
-        assert location.startswith("s3://"), location
+        assert location.startswith("file:" if lake.kind == "hive" else "s3://"), location
         unmarked = [s for s in reader.snapshots(tables[which])
                     if f"kafka.connect.source-offsets.{groups[which]}" not in s["summary"]]
         assert len(unmarked) == (1 if which == "append" else 0), unmarked  # only the foreign writer's

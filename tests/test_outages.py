@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from py4j.protocol import Py4JJavaError
 
 from tabletopic.demo.broker import free_port
+from tabletopic.demo.hive_metastore import HiveMetastore
 from tabletopic.kafka_clients import KafkaClients
 from tabletopic.registry.service import SchemaRegistryService
 from tabletopic.write.spark_session import SparkRuntime
@@ -46,16 +50,29 @@ def _end_offset(bootstrap: str, topic: str) -> int:
     return asyncio.run(go())
 
 
+@contextlib.contextmanager
+def catalog_server(kind: str, warehouse: str) -> Iterator[tuple[dict[str, str], Callable[[], Any], Callable[[], Any]]]:
+    """A catalog on a server the test stops and starts again: its iceberg.catalog.* properties (without the
+    prefix), and how to stop and start it. jdbc: PostgreSQL itself; hive: the Hive Metastore before it."""
+    with PostgresServer() as pg:
+        if kind == "jdbc":
+            yield {**pg.jdbc_props(), "warehouse": warehouse}, pg.pause, pg.resume
+            return
+        jdbc = pg.jdbc_props()
+        with HiveMetastore(warehouse, (jdbc["uri"], jdbc["jdbc.user"], jdbc["jdbc.password"])) as hms:
+            yield hms.catalog_props(), hms.pause, hms.start
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not postgres_available(), reason="PostgreSQL and its JDBC driver (.ci/run installs them)")
+@pytest.mark.parametrize("kind", ["jdbc", "hive"])
 def test_a_catalog_outage_dead_letters_nothing_and_loses_nothing(bootstrap: str, spark: SparkRuntime,
-                                                                 tmp_path: Path) -> None:
+                                                                 tmp_path: Path, kind: str) -> None:
     topic, dlq = unique("outage"), unique("outage_dlq")
     create_topic(bootstrap, topic, PARTITIONS)
     create_topic(bootstrap, dlq, 1)
-    with PostgresServer() as pg:
-        catalog = unique("jdbc")
-        props = {**pg.jdbc_props(), "warehouse": "file://" + str(tmp_path / "wh")}
+    with catalog_server(kind, "file://" + str(tmp_path / "wh")) as (props, pause, resume):
+        catalog = unique(kind)
         reader = Warehouse(spark, tmp_path, props, name=catalog)
         connector = {
             "name": unique("outage"), "topics": topic, "value.converter.schemas.enable": "false",
@@ -92,14 +109,14 @@ def test_a_catalog_outage_dead_letters_nothing_and_loses_nothing(bootstrap: str,
         send("outage.first", 0, 500)
         wait_until(lambda: committed() == produced, 180, "the first table committed", daemon)
 
-        pg.pause()
+        pause()
         # Records for a table not created yet, and for the one the sink has open.
         send("outage.second", 10_000, 500)
         send("outage.first", 500, 500)
         retried = "is unavailable; records will be read again"
         wait_until(lambda: retried in daemon.output(), 120, "the outage noticed", daemon)
         wait_until(lambda: daemon.output().count(retried) >= 3, 120, "retries", daemon)
-        pg.resume()
+        resume()
 
         wait_until(lambda: committed() == produced, 240, "every record committed after the outage", daemon)
         assert daemon.terminate() == 0, daemon.output()[-3000:]

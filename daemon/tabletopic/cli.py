@@ -368,8 +368,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--records", type=int, default=20_000)
     p.add_argument("--intervals", type=int, default=3, help="commit intervals to run")
     p.add_argument("--keep", action="store_true", help="keep the demo warehouse directory")
-    p.add_argument("--lake", action="store_true",
-                   help="write to S3 behind an Iceberg REST catalog (SeaweedFS on loopback) instead of local files")
+    p.add_argument("--lake", nargs="?", const="rest", choices=("rest", "hive"),
+                   help="rest: write to S3 behind an Iceberg REST catalog (SeaweedFS on loopback); hive: to local "
+                        "files behind a Hive Metastore (Hive 2.3 from the pyspark wheel, on Derby); instead of a "
+                        "hadoop catalog on local files")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("keys", help="print the configuration key reference (Markdown)")
     p.set_defaults(func=cmd_keys)

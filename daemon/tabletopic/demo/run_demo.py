@@ -7,7 +7,9 @@ against a local warehouse for a few commit intervals, a connector for the JSON
 topic and one in Table Topic mode for the Protobuf ones, prints what Spark reads
 back, and removes everything it made.
 With ``--lake`` the warehouse is on S3 behind an Iceberg REST catalog (SeaweedFS
-on loopback), and the demo ends by showing how Spark and DuckDB query it.
+on loopback); with ``--lake=hive`` on local files behind a Hive Metastore (Hive 2.3
+from the pyspark wheel's jars, on Derby). Either way the demo ends by showing how
+Spark and DuckDB query it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from aiokafka import AIOKafkaProducer
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.demo.broker import EmbeddedBroker, create_topic, free_port
+from tabletopic.demo.hive_metastore import HiveMetastore
 from tabletopic.demo.lake_servers import SeaweedLake, duckdb_offline
 from tabletopic.demo.sample_data import (
     PARTITIONS,
@@ -75,14 +78,15 @@ async def _run_sink(daemon: Standalone, expected: int, shop: int, intervals: int
         raise RuntimeError(f"the sink stopped with exit code {code}")
 
 
-def run_demo(records: int = 20_000, intervals: int = 3, keep: bool = False, lake: bool = False,
+def run_demo(records: int = 20_000, intervals: int = 3, keep: bool = False, lake: str | None = None,
              orders: int = 2_000) -> int:
     configure_logging("INFO", "console")
     work = Path(tempfile.mkdtemp(prefix="tabletopic-demo-"))
     print(f"== tabletopic demo in {work}")
     try:
         with EmbeddedBroker(log_path=work / "broker.log") as broker, \
-                (SeaweedLake(work) if lake else contextlib.nullcontext()) as weed:
+                (SeaweedLake(work) if lake == "rest" else contextlib.nullcontext()) as weed, \
+                (HiveMetastore(f"file://{work}/warehouse") if lake == "hive" else contextlib.nullcontext()) as hms:
             print(f"== broker on {broker.bootstrap_servers}; producing {records:,} clickstream events (JSON) to "
                   f"{TOPIC!r}, and {orders:,} orders and payments (Protobuf) to {', '.join(SHOP_TOPICS)}")
             schema_ids = register_shop_schema(broker.bootstrap_servers, "_schemas")
@@ -102,6 +106,10 @@ def run_demo(records: int = 20_000, intervals: int = 3, keep: bool = False, lake
                 catalog = {"iceberg.catalog": "lake",
                            **{f"iceberg.catalog.{k}": v for k, v in weed.rest_props().items()}}
                 where = f"s3://{weed.warehouse} behind the REST catalog {weed.rest_uri} (SeaweedFS)"
+            elif hms is not None:
+                catalog = {"iceberg.catalog": "lake",
+                           **{f"iceberg.catalog.{k}": v for k, v in hms.catalog_props().items()}}
+                where = f"{hms.warehouse} behind the Hive Metastore {hms.uri}"
             else:
                 catalog = {"iceberg.catalog.type": "hadoop",
                            "iceberg.catalog.warehouse": "file://" + str(work / "warehouse")}
@@ -136,6 +144,8 @@ def run_demo(records: int = 20_000, intervals: int = 3, keep: bool = False, lake
                 _show_shop(daemon, shop.catalog_name, orders)
                 if weed is not None:
                     _show_lake(daemon, connector.catalog_name, weed)
+                if hms is not None:
+                    _show_hive(daemon, connector.catalog_name, hms)
             finally:
                 spark.stop()
         return 0
@@ -168,6 +178,22 @@ def _show_lake(daemon: Standalone, catalog: str, weed: SeaweedLake) -> None:
         con.execute(sql[0].replace("<secret>", weed.secret_key))
         con.execute(sql[1])
         print(con.execute(sql[2]).fetchall())
+    except Exception as exc:  # DuckDB is optional: the dev extra has it
+        print(f"   (DuckDB could not run here: {exc})")
+
+
+def _show_hive(daemon: Standalone, catalog: str, hms: HiveMetastore) -> None:
+    """How to query the table through the metastore, and DuckDB reading its current metadata file."""
+    java = daemon.spark.iceberg_catalog(catalog).loadTable(
+        daemon.spark.jvm.org.apache.iceberg.catalog.TableIdentifier.parse(TABLE))
+    metadata = str(java.operations().current().metadataFileLocation())
+    print(f"\n== the table is registered in the Hive Metastore {hms.uri}; its metadata is {metadata}")
+    print("-- Spark: spark-sql --conf spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog "
+          f"--conf spark.sql.catalog.lake.type=hive --conf spark.sql.catalog.lake.uri={hms.uri}")
+    sql = f"SELECT action, count(*) FROM iceberg_scan('{metadata.removeprefix('file:')}') GROUP BY 1 ORDER BY 2 DESC"
+    print(f"-- DuckDB (extension iceberg): {sql};")
+    try:
+        print(duckdb_offline("avro", "iceberg").execute(sql).fetchall())
     except Exception as exc:  # DuckDB is optional: the dev extra has it
         print(f"   (DuckDB could not run here: {exc})")
 

@@ -42,6 +42,8 @@ def open_catalog_table(catalog_name: str, catalog_props: dict[str, str], name: s
         catalog = load_catalog(catalog_name, **{**props, "type": "glue"})
     elif kind == "jdbc":
         catalog = load_catalog(catalog_name, **{**props, "type": "sql", "uri": _sqlalchemy_uri(props)})
+    elif kind == "hive":
+        catalog = load_catalog(catalog_name, **{**props, "type": "hive"})
     else:
         raise CatalogNotSupported(f"a {kind} catalog is read only through the JVM; run without --dry-run")
     return catalog.load_table(name)
