@@ -16,6 +16,7 @@ class TableMaintenance(Protocol):
     """What the runs need of the tables' maintenance (:class:`tabletopic.maintain.maintainer.Maintainer`)."""
 
     max_file_wait_s: float
+    last_error: str | None  # the last table whose maintenance failed, and why; cleared by one that did not
 
     def due(self) -> list[str]: ...
 
@@ -32,7 +33,13 @@ class MaintenanceRuns:
         self._name = name
         self._log = log
         self._running: asyncio.Task[None] | None = None  # owned: cancelled by interrupt(), awaited by stop()
-        self.last_error: str | None = None  # why the last run failed; cleared by one that did not
+        self._run_error: str | None = None  # why the last run itself failed; cleared by one that did not
+
+    @property
+    def last_error(self) -> str | None:
+        """Why maintenance last failed: a run that failed as a whole, or a table it could not maintain."""
+        table_error = self._maintenance.last_error if self._maintenance is not None else None
+        return self._run_error or table_error
 
     @property
     def max_file_wait_s(self) -> float | None:
@@ -55,10 +62,10 @@ class MaintenanceRuns:
         if task.cancelled():
             return
         if task.exception() is not None:  # run() handles table failures itself
-            self.last_error = str(task.exception())
-            self._log.error("maintenance run failed", error=self.last_error)
+            self._run_error = str(task.exception())
+            self._log.error("maintenance run failed", error=self._run_error)
         else:
-            self.last_error = None
+            self._run_error = None
 
     def interrupt(self) -> None:
         """The role is lost: the run under way stops at its next step (its Spark job is cancelled)."""

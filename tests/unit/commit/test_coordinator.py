@@ -172,6 +172,7 @@ class FakeMaintenance:
     max_file_wait_s = 60.0
 
     def __init__(self) -> None:
+        self.last_error: str | None = None
         self.runs: list[tuple[list[str], int]] = []
         self.interrupted = 0
         self.release = asyncio.Event()
@@ -253,6 +254,23 @@ def test_a_failed_maintenance_run_is_kept_as_the_reason_until_one_succeeds() -> 
         runs.between_rounds(1, lambda: True)
         await settle()
         assert runs.last_error == "spark job aborted"
+    run(go())
+
+
+def test_a_table_whose_maintenance_failed_is_the_reason_too() -> None:
+    """The maintainer catches a table's failure and goes on to the next table: /ready must still see it."""
+    class OneTableFails(FakeMaintenance):
+        async def run(self, names: list[str], epoch: int, keep_going: Any) -> None:
+            self.last_error = "db.t: storage refused the rewrite"
+
+    async def go() -> None:
+        maintenance = OneTableFails()
+        runs = MaintenanceRuns(maintenance, "c", LOG)
+        runs.between_rounds(1, lambda: True)
+        await settle()
+        assert runs.last_error == "db.t: storage refused the rewrite"
+        maintenance.last_error = None  # the next look at it succeeded
+        assert runs.last_error is None
     run(go())
 
 
