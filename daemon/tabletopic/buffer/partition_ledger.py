@@ -151,6 +151,3 @@ class PartitionLedger:
         self._floors.clear()
         self._recorded.clear()
         self._lowest = None
-
-    def forget_floors(self, table: str) -> None:
-        self._floors.pop(table, None)

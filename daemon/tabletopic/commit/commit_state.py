@@ -47,7 +47,6 @@ class CommitState:
     epoch: int
     partitions: frozenset[TopicPartition]  # every partition of the connector: the round waits for them all
     started: float  # monotonic seconds
-    timeout_s: float
     covered: set[TopicPartition] = field(default_factory=set)
 
     def add(self, answer: Answer) -> None:
@@ -62,9 +61,6 @@ class CommitState:
     @property
     def is_complete(self) -> bool:
         return self.covered >= self.partitions
-
-    def timed_out(self, now: float) -> bool:
-        return now - self.started >= self.timeout_s
 
     def missing(self) -> list[TopicPartition]:
         return sorted(self.partitions - self.covered)

@@ -174,8 +174,7 @@ class Coordinator:
                 return
             self._metrics.rounds.labels(reason=reason).inc()
             self._metrics.barriers.labels(reason=reason).inc()
-            state = self._round = CommitState(str(uuid.uuid4()), self.epoch, self.partitions, self._clock(),
-                                              self._timeout_s)
+            state = self._round = CommitState(str(uuid.uuid4()), self.epoch, self.partitions, self._clock())
             self._round_done.clear()
             try:
                 await self._channel.send(Start(self.connector, state.commit_id, self.epoch, reason))

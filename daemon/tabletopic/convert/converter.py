@@ -90,11 +90,6 @@ def load_converter(spec: PluginSpec, is_key: bool) -> Converter:
     return converter
 
 
-def python_rows_to_table(rows: list[dict[str, object]], schema: pa.Schema | None = None) -> pa.Table:
-    """Slow path for values that need per-field Python work; kept in one place to find it."""
-    return pa.Table.from_pylist(rows, schema=schema)
-
-
 # What Arrow raises for a value it cannot hold (a timestamp out of range, a string in a long column).
 _VALUE_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
                  OverflowError)

@@ -252,11 +252,6 @@ def read_offsets(table: Any, branch: str | None, group_id: str, max_walk: int = 
     return read_recorded(table, branch, group_id, max_walk).offsets
 
 
-def read_epoch(table: Any, branch: str | None, group_id: str, max_walk: int = 10_000) -> int:
-    """The coordinator epoch that committed those offsets; -1 if none was recorded."""
-    return read_recorded(table, branch, group_id, max_walk).epoch
-
-
 def tables_recording(catalog: Any, root: Any, group_id: str) -> set[str]:
     """Every table of the Java ``catalog`` (walked from the ``root`` namespace) that records
     ``group_id``'s offsets: what a dynamically routed connector may have written."""

@@ -7,8 +7,8 @@ from tabletopic.write.write_result import TableFiles
 from tests.unit.fakes import TP0, TP1, answer, files
 
 
-def _state(timeout_s: float = 30.0) -> CommitState:
-    return CommitState("r1", 1, frozenset({TP0, TP1}), started=100.0, timeout_s=timeout_s)
+def _state() -> CommitState:
+    return CommitState("r1", 1, frozenset({TP0, TP1}), started=100.0)
 
 
 def test_an_idle_members_empty_answer_completes_the_round() -> None:
@@ -24,12 +24,6 @@ def test_answers_to_another_round_do_not_complete_this_one() -> None:
     state.add(answer("a1", "r0", [TP0, TP1]))
     state.add(answer("a2", None, [TP0, TP1]))
     assert not state.is_complete
-
-
-def test_a_round_times_out_by_its_own_start() -> None:
-    state = _state(timeout_s=5)
-    assert not state.timed_out(104.9)
-    assert state.timed_out(105.0)
 
 
 def test_two_answers_for_one_partition_only_the_first_is_accepted() -> None:
