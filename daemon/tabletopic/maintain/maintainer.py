@@ -1,13 +1,13 @@
 """One connector's table maintenance, run by its coordinator between rounds and under its epoch.
 
-The coordinator starts a run after a round when a table is due (``interval-ms`` since
-it was last looked at); the member's MaintenanceRuns owns the task: it interrupts it when the
-coordinator resigns, and stops and awaits it when the member stops. A table whose maintenance
-failed is ``last_error`` until its next look succeeds, and /ready shows it.  A run looks at one table at a time on its own thread, so the round loop
-never waits for it.  Its Spark jobs go to their own fair-scheduler pool and job group:
-the sink's writes share the cores with them task by task instead of queueing behind a
-whole rewrite, and a shutdown cancels the job under way (partial progress keeps the
-groups already committed; the rest is redone at the next run).
+The coordinator starts a run after a round when a table is due (``interval-ms`` since it was last
+looked at); the member's MaintenanceRuns owns the task: it interrupts it when the coordinator
+resigns, and stops and awaits it when the member stops. A table whose maintenance failed is
+``last_error`` until its next look succeeds, and /ready shows it. A run looks at one table at a
+time on its own thread, so the round loop never waits for it. Its Spark jobs go to their own
+fair-scheduler pool and job group: the sink's writes share the cores with them task by task
+instead of queueing behind a whole rewrite, and a shutdown cancels the job under way (partial
+progress keeps the groups already committed; the rest is redone at the next run).
 """
 
 from __future__ import annotations
