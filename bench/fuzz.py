@@ -333,6 +333,8 @@ def staging_for(case: Case) -> Staging:
     worker = parse_worker({"bootstrap.servers": "127.0.0.1:9", "key.converter":
                            "org.apache.kafka.connect.storage.StringConverter", "value.converter": JSON_CONVERTER})
     props = {"name": f"fuzz-{case.name}", "topics": "fuzz", "iceberg.tables": "fuzz.t", "errors.tolerance": "all",
+             # Staging never opens the catalog, but a connector without one is refused.
+             "iceberg.catalog.type": "hadoop", "iceberg.catalog.warehouse": "file:///nonexistent",
              **case.props}
     return Staging(parse_connector(props, worker))
 

@@ -63,7 +63,8 @@ def test_missing_java_says_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_
 def test_standalone_without_java_exits_with_that_message(tmp_path: Path) -> None:
     worker, connector = tmp_path / "w.properties", tmp_path / "c.properties"
     worker.write_text("bootstrap.servers=127.0.0.1:9\nlisteners=\n")
-    connector.write_text("name=x\ntopics=t\niceberg.tables=db.t\n")
+    connector.write_text(f"name=x\ntopics=t\niceberg.tables=db.t\niceberg.catalog.type=hadoop\n"
+                         f"iceberg.catalog.warehouse=file://{tmp_path}/wh\n")
     env = {**os.environ, "PATH": str(Path(sys.executable).parent), "JAVA_HOME": ""}
     proc = subprocess.run([sys.executable, "-m", "tabletopic.cli", "standalone", str(worker), str(connector)],
                           capture_output=True, text=True, env=env, timeout=120)

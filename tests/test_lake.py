@@ -80,7 +80,11 @@ def lake(request: pytest.FixtureRequest, spark: SparkRuntime,
             system.setProperty("aws.accessKeyId", env["AWS_ACCESS_KEY_ID"])
             system.setProperty("aws.secretAccessKey", env["AWS_SECRET_ACCESS_KEY"])
             system.setProperty("aws.region", env["AWS_REGION"])
-            yield Lake(kind, moto.glue_props(), moto.duckdb_secret(), env)
+            # And its pyiceberg reads (the verify check) go through boto3, which reads the environment.
+            with pytest.MonkeyPatch.context() as patch:
+                for key, value in env.items():
+                    patch.setenv(key, value)
+                yield Lake(kind, moto.glue_props(), moto.duckdb_secret(), env)
 
 
 def duck_path(location: str) -> str:

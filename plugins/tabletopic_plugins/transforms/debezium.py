@@ -15,8 +15,8 @@ a delete) becomes the row, with::
   default the same as ``source``), ready for ``iceberg.tables.route-field=_cdc.target``.
 * ``key``: the record's key, where it has one (schemaless: where it is an object).
 
-As the Iceberg sink's: a null value passes; schemaless, an event whose image is not an object is dropped;
-with a schema, an event whose image is null fails.
+As the Iceberg sink's: a null value passes; schemaless, an event with neither image (a truncate, a message)
+is dropped; an event without the image its op needs fails (with a schema always, as the Iceberg sink's).
 """
 
 from __future__ import annotations
@@ -66,13 +66,19 @@ class DebeziumTransform:
         kinds = pc.if_else(pc.equal(op, "u"), "U", pc.if_else(pc.equal(op, "d"), "D", "I"))
         delete = np.asarray(pc.equal(kinds, "D").to_numpy(zero_copy_only=False), dtype=bool)
         images = [self._image(table, "before"), self._image(table, "after")]
-        present = np.zeros(len(records), dtype=bool)
+        present = np.zeros(len(records), dtype=bool)  # the image its op needs
+        some = np.zeros(len(records), dtype=bool)  # either image
         for image, rows in zip(images, (delete, ~delete), strict=True):
             if image is not None:
-                present |= rows & np.asarray(image.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+                valid = np.asarray(image.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+                present |= rows & valid
+                some |= valid
         if not present.all():
-            if not records.schemaless:
-                raise RowsFailed(~present, "a Debezium event has no before image for a delete, or no after image")
+            # Schemaless, the Iceberg sink drops an event without its image: a truncate or a message carries
+            # none. An event that has the other image is malformed, and fails rather than vanish.
+            wrong = ~present if not records.schemaless else ~present & some
+            if wrong.any():
+                raise RowsFailed(wrong, "a Debezium event has no before image for a delete, or no after image")
             if not present.any():
                 return []
             keep = pa.array(present)

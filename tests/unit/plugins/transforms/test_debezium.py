@@ -52,6 +52,12 @@ def test_an_event_without_its_image_fails_with_a_schema_and_is_dropped_without()
     assert out.failures == [] and len(values(out)) == 1
 
 
+def test_a_schemaless_event_with_only_the_wrong_image_fails_rather_than_vanish() -> None:
+    events = [event("c"), event("c", after=None), event("t", before=None, after=None)]
+    out = run(DBZ, {}, batch(events, schemaless=True))
+    assert list(failed(out)) == [1] and len(values(out)) == 1
+
+
 def test_a_null_op_fails_its_record_and_a_tombstone_passes() -> None:
     out = run(DBZ, {}, batch([event("c"), {**event("c"), "op": None}]))
     assert failed(out) == {1: "transform 't': a Debezium event's op is null"}
