@@ -49,6 +49,7 @@ ICEBERG_TYPE = b"iceberg.type"
 
 _TIMESTAMP = (r"^(?P<d>\d{4}-\d{2}-\d{2})[T ](?P<hm>\d{2}:\d{2})(?::(?P<s>\d{2})(?:\.(?P<f>\d{1,9}))?)?"
               r"(?P<z>Z|[+-]\d{2}(?::?\d{2})?)?$")
+_TIMESTAMP_SHAPE = re.sub(r"\(\?P<\w+>", "(?:", _TIMESTAMP)  # the same without captures: a quicker check
 _INTEGER = r"^[+-]?\d+$"
 _DECIMAL = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
 _DATE = r"^\d{4}-\d{2}-\d{2}$"
@@ -365,10 +366,16 @@ def _to_timestamp(array: pa.Array, target: pa.DataType, rules: ConversionRules) 
 
 
 def _parse_timestamps(array: pa.Array, target: pa.DataType) -> pa.Array:
-    parts = pc.extract_regex(array, _TIMESTAMP)
-    unparsed = pc.and_(pc.is_valid(array), pc.is_null(parts))
-    _refuse_where(array, unparsed.to_numpy(zero_copy_only=False),
+    matched = pc.match_substring_regex(array, _TIMESTAMP_SHAPE)
+    _refuse_where(array, pc.and_(pc.is_valid(array), pc.invert(matched)).to_numpy(zero_copy_only=False),
                   "not a timestamp (YYYY-MM-DDTHH:MM[:SS[.fraction]] with an optional Z, +HH, +HHMM or +HH:MM)")
+    try:
+        # The usual column (offsets into timestamptz, none into timestamp, microseconds at most) is one that
+        # Arrow's own parser reads exactly as the rules below do, at a tenth of their cost.
+        return pc.cast(array, target, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    parts = pc.extract_regex(array, _TIMESTAMP)
     seconds = parts.field("s")
     seconds = pc.if_else(pc.equal(seconds, ""), "00", seconds)
     fraction = pc.utf8_slice_codeunits(pc.binary_join_element_wise(parts.field("f"), "000000", ""), 0, 6)

@@ -223,3 +223,13 @@ def test_a_type_no_rule_takes_is_refused_before_any_value_is_read() -> None:
     assert not converts(pa.bool_(), pa.int32())
     assert not converts(pa.struct([("a", pa.int64())]), pa.int64())
     assert converts(pa.int64(), TSZ) and converts(pa.string(), pa.date32()) and converts(pa.float64(), pa.string())
+
+
+@pytest.mark.parametrize("target", [TSZ, TS], ids=["timestamptz", "timestamp"])
+def test_a_column_of_timestamp_strings_converts_as_its_values_do_one_by_one(target: pa.DataType) -> None:
+    # A column in one form is read by Arrow's parser; a column mixing forms by the rules: the same values.
+    strings = [c[0] for c in CASES if c[1] == pa.string() and c[2] in (TSZ, TS)] + [None]
+    alone = [convert(pa.array([s], pa.string()), target)[0].as_py() for s in strings]
+    assert convert(pa.array(strings, pa.string()), target).to_pylist() == alone
+    for s, want in zip(strings, alone, strict=True):  # and each form alone, as a whole column of it
+        assert convert(pa.array([s, s], pa.string()), target).to_pylist() == [want, want]
