@@ -111,3 +111,17 @@ def test_civil_days_round_trip(days: int) -> None:
     if -700_000 < days < 2_900_000:
         expected = dt.date(1970, 1, 1) + dt.timedelta(days=days)
         assert (int(year[0]), int(month[0]), int(day[0])) == (expected.year, expected.month, expected.day)
+
+
+@pytest.mark.parametrize("pattern", sorted({p for p, _, _ in READ} | {"yyyy-MM-dd'T'HH:mm:ss'Z'", "dd/MM/yyyy"}))
+def test_a_pattern_of_fixed_widths_reads_as_the_lenient_rules_read(pattern: str) -> None:
+    # Exact widths and real dates go through strptime; every other text through the rules, as before.
+    texts = [t for p, t, _ in READ] + ["2024-01-05T10:00:00Z", "2024-02-30T10:00:00Z", "2024-01-05T24:00:00Z",
+                                       "2024-02-29T23:59:59Z", "05/01/2024", "31/02/2024", "0001-01-01T00:00:00Z",
+                                       "9999-12-31T23:59:59Z", "%Y-01-05"]
+    column = pa.array([*texts, None])
+    date_format = SimpleDateFormat(pattern)
+    millis, ok = date_format.parse(column)
+    want_millis, want_ok = date_format._parse_lenient(column)
+    assert ok.tolist() == want_ok.tolist()
+    assert millis[ok].tolist() == want_millis[want_ok].tolist()
