@@ -117,6 +117,16 @@ def assert_snapshot_props(warehouse: Warehouse, table: str, branch: str | None, 
     datetime.fromisoformat(summary.get("kafka.connect.valid-through-ts").replace("Z", "+00:00"))
 
 
+def assert_one_row_each(warehouse: Warehouse, ids: dict[str, int], branch: str | None,
+                        config: dict[str, Any]) -> None:
+    """The multi-table tests' checks: each table's commit added one file of one row, the row with its id."""
+    for table, id_ in ids.items():
+        files = added_files(warehouse, table, branch)
+        assert len(files) == 1 and int(files[0].recordCount()) == 1
+        assert_snapshot_props(warehouse, table, branch, f"connect-{config['name']}")
+        assert [r[0] for r in rows(warehouse, table, branch)] == [id_]
+
+
 def column_type(warehouse: Warehouse, table: str, column: str) -> str | None:
     field = warehouse.table(table).schema().findField(column)
     return None if field is None else str(field.type().toString())
@@ -259,11 +269,7 @@ def test_multi_table_routing(bootstrap: str, spark: SparkRuntime, warehouse: War
               f"iceberg.table.{two}.route-regex": "type2"}
     run(spark, bootstrap, config, warehouse, [one, two])
 
-    for table, id_ in ((one, 1), (two, 2)):
-        files = added_files(warehouse, table, branch)
-        assert len(files) == 1 and int(files[0].recordCount()) == 1
-        assert_snapshot_props(warehouse, table, branch, f"connect-{config['name']}")
-        assert [r[0] for r in rows(warehouse, table, branch)] == [id_]
+    assert_one_row_each(warehouse, {one: 1, two: 2}, branch, config)
 
 
 @pytest.mark.parametrize(("use_schema", "branch"), VARIANTS[:2])
@@ -284,11 +290,7 @@ def test_dynamic_routing_skips_a_table_that_does_not_exist(bootstrap: str, spark
               "iceberg.tables.route-field": "payload"}
     run(spark, bootstrap, config, warehouse, [one, two])
 
-    for table, id_ in ((one, 1), (two, 2)):
-        files = added_files(warehouse, table, branch)
-        assert len(files) == 1 and int(files[0].recordCount()) == 1
-        assert_snapshot_props(warehouse, table, branch, f"connect-{config['name']}")
-        assert [r[0] for r in rows(warehouse, table, branch)] == [id_]
+    assert_one_row_each(warehouse, {one: 1, two: 2}, branch, config)
 
 
 def test_dynamic_route_with_topic_rewriting_smt(bootstrap: str, spark: SparkRuntime, warehouse: Warehouse) -> None:

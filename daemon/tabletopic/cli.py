@@ -242,6 +242,19 @@ def cmd_offsets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _connector_tables(args: argparse.Namespace) -> tuple[WorkerConfig, ConnectorConfig, list[str]] | int:
+    """The worker and connector files an operator's command names, and the tables it covers (``--table`` or
+    all of the connector's); the exit code to return when they do not parse."""
+    from tabletopic.maintain.run_once import tables_of
+    try:
+        worker = parse_worker(load_config_file(args.worker) if args.worker else {})
+        config = parse_connector(load_config_file(args.connector), worker)
+        return worker, config, tables_of(config, args.table)
+    except (ConfigError, ValueError) as exc:
+        print(f"tabletopic: {exc}", file=sys.stderr)
+        return exit_codes.CONFIG
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     if args.url:
         from tabletopic.ops.rest_client import RestError
@@ -257,15 +270,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         print("tabletopic: name the connector's file, or give --url of a running daemon", file=sys.stderr)
         return exit_codes.CONFIG
     from tabletopic.kafka_clients import KafkaClients
-    from tabletopic.maintain.run_once import tables_of
     from tabletopic.ops.connector_status import status_lines
-    try:
-        worker = parse_worker(load_config_file(args.worker) if args.worker else {})
-        config = parse_connector(load_config_file(args.connector), worker)
-        tables = tables_of(config, args.table)
-    except (ConfigError, ValueError) as exc:
-        print(f"tabletopic: {exc}", file=sys.stderr)
-        return exit_codes.CONFIG
+    loaded = _connector_tables(args)
+    if isinstance(loaded, int):
+        return loaded
+    worker, config, tables = loaded
     clients = config.clients_of(KafkaClients(worker.bootstrap_servers, worker.raw))
     for line in status_lines(config, clients, tables):
         print(line)
@@ -274,16 +283,12 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 when every file the tables' snapshots name is there at its size, 1 when one is not."""
-    from tabletopic.maintain.run_once import tables_of
     from tabletopic.ops.table_integrity import check_table
     from tabletopic.write.pyiceberg_catalog import CatalogNotSupported, open_table
-    try:
-        worker = parse_worker(load_config_file(args.worker) if args.worker else {})
-        config = parse_connector(load_config_file(args.connector), worker)
-        tables = tables_of(config, args.table)
-    except (ConfigError, ValueError) as exc:
-        print(f"tabletopic: {exc}", file=sys.stderr)
-        return exit_codes.CONFIG
+    loaded = _connector_tables(args)
+    if isinstance(loaded, int):
+        return loaded
+    _, config, tables = loaded
     intact = True
     for name in tables:
         try:

@@ -13,6 +13,8 @@ import asyncio
 import time
 from dataclasses import dataclass
 
+from pyiceberg.exceptions import NoSuchTableError
+
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.consume.group_offsets import committed_offsets
 from tabletopic.kafka_clients import KafkaClients
@@ -28,6 +30,7 @@ class TableStatus:
     recorded: Recorded
     committed_at_ms: int | None
     newest_record_ms: int | None
+    exists: bool = True
 
 
 async def _kafka(clients: KafkaClients, group: str, positions: dict[TopicPartition, int]
@@ -60,7 +63,11 @@ async def _kafka(clients: KafkaClients, group: str, positions: dict[TopicPartiti
 def table_statuses(config: ConnectorConfig, tables: list[str]) -> list[TableStatus]:
     out = []
     for name in tables:
-        table = open_table(config, name)
+        try:
+            table = open_table(config, name)
+        except (FileNotFoundError, NoSuchTableError):  # the sink makes it with its first records
+            out.append(TableStatus(name, Recorded({}, -1, "none"), None, None, exists=False))
+            continue
         recorded = recorded_in(PyIcebergTable(table), config.table(name).commit_branch, config.group_id)
         snapshot = table.metadata.snapshot_by_id(recorded.snapshot_id) if recorded.snapshot_id else None
         summary = snapshot.summary.additional_properties if snapshot is not None and snapshot.summary else {}
@@ -80,6 +87,9 @@ def status_lines(config: ConnectorConfig, clients: KafkaClients, tables: list[st
     now_ms = time.time() * 1000
     lines = [f"connector {config.name}: group {config.group_id}, {len(committed)} partitions in its tables"]
     for s in statuses:
+        if not s.exists:
+            lines.append(f"  table {s.name}: not created yet")
+            continue
         when = f"committed {(now_ms - s.committed_at_ms) / 1000:.0f}s ago" if s.committed_at_ms else "no commit found"
         fresh = (f", newest record {(now_ms - s.newest_record_ms) / 1000:.0f}s old" if s.newest_record_ms else "")
         lines.append(f"  table {s.name}: offsets from the {s.recorded.source}, {when}{fresh}")
