@@ -19,6 +19,7 @@ import pyarrow as pa
 from tabletopic.config.connector_keys import CONVERTER_GROUP
 from tabletopic.config.plugin_names import available_plugins
 from tabletopic.config.plugin_specs import PluginSpec
+from tabletopic.record_faults import bisect
 
 
 @dataclass
@@ -90,24 +91,12 @@ def load_converter(spec: PluginSpec, is_key: bool) -> Converter:
     return converter
 
 
-# What Arrow raises for a value it cannot hold (a timestamp out of range, a string in a long column).
-_VALUE_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
-                 OverflowError)
-
-
 def tabulate_isolating(build: Callable[[list[Any]], pa.Table], items: list[Any], kept: list[int], what: str,
                        result: ConvertResult) -> None:
     """``build(items)`` into ``result``, ``kept`` being each item's input position; if Arrow refuses a
     value, the batch is halved until the item that holds it fails alone (its reason starts with
     ``what``) and the others go on."""
-    try:
-        table = build(items)
-    except _VALUE_ERRORS as exc:
-        if len(items) == 1:
-            result.failures.append(Failure(kept[0], f"{what}: {exc}"))
-            return
-        half = len(items) // 2
-        tabulate_isolating(build, items[:half], kept[:half], what, result)
-        tabulate_isolating(build, items[half:], kept[half:], what, result)
-        return
-    result.parts.extend(ConvertResult.single(table, kept).parts)
+    tables = bisect(len(items), lambda lo, hi: (lo, hi, build(items[lo:hi])),
+                    lambda i, exc: result.failures.append(Failure(kept[i], f"{what}: {exc}")))
+    for lo, hi, table in tables:
+        result.parts.extend(ConvertResult.single(table, kept[lo:hi]).parts)

@@ -25,6 +25,7 @@ from tabletopic.convert.converter import Failure
 from tabletopic.convert.key_rows import key_columns
 from tabletopic.convert.records import UPSERT, SinkRecords
 from tabletopic.observe.metrics import SinkMetrics
+from tabletopic.record_faults import bisect
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.arrow_conform import ConformError, conform
 from tabletopic.write.column_conversion import JAVA_RULES, ConversionRules
@@ -217,17 +218,20 @@ class SinkWriter:
         self._held_records = sum(b.records for b in self.buffers.values())
 
     def _conform(self, handle: TableHandle, records: SinkRecords, failures: list[Failure]) -> list[SinkRecords]:
-        try:
-            return [records.with_value(conform(records.value, handle.arrow_schema, handle.name,
-                                               self._case_insensitive, self._rules))]
-        except ConformError as exc:
-            if len(records) == 1:
-                failures.append(Failure(int(records.rows[0]), str(exc)))
-                return []
-        # Halve until the rows that do not fit are found; the others keep their batch.
-        mask = np.arange(len(records)) < len(records) // 2
-        return self._conform(handle, records.take(mask), failures) + \
-            self._conform(handle, records.take(~mask), failures)
+        """The rows in the table's shape; the rows that do not fit fail alone, the others keep their batch."""
+        whole = len(records)
+
+        def attempt(lo: int, hi: int) -> SinkRecords:
+            part = records
+            if (lo, hi) != (0, whole):
+                mask = np.zeros(whole, dtype=bool)
+                mask[lo:hi] = True
+                part = records.take(mask)
+            return part.with_value(conform(part.value, handle.arrow_schema, handle.name, self._case_insensitive,
+                                           self._rules))
+
+        return bisect(whole, attempt, lambda i, exc: failures.append(Failure(int(records.rows[i]), str(exc))),
+                      faults=(ConformError,))
 
     @property
     def buffered_bytes(self) -> int:
