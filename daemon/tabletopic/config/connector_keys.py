@@ -279,7 +279,7 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
     Key("tabletopic.maintenance.snapshots.retain-last", KeyType.INT, 10,
         "Snapshots always kept, however old (AutoMQ's expire.snapshot.retain.last).", minimum=1),
     Key("tabletopic.maintenance.snapshots.max-count", KeyType.INT, 200,
-        "A commit to a table's main branch that finds more snapshots than this expires the oldest once it has "
+        "A commit to a table's main branch that leaves more snapshots than this expires the oldest once it has "
         "landed, however young, down to half of this (retain-last does not apply to it). Every snapshot adds "
         "about 1.2 KB to the metadata.json each commit rewrites, so this bounds it at any commit interval: "
         "200 keeps about 17 minutes of history at a 5 s interval, 100 s at 1 s. Applies in auto mode to append "

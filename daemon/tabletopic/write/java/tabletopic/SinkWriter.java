@@ -99,9 +99,9 @@ public final class SinkWriter {
    * CommitDeletes#resolve}): readers then never meet them. If the rows cannot be found, or
    * the table changed under them before the commit, the equality deletes go in as they are.
    *
-   * <p>With {@code maxSnapshots > 0}, a commit to main that finds more snapshots than that expires
+   * <p>With {@code maxSnapshots > 0}, a commit to main that leaves more snapshots than that expires
    * the oldest once it has landed, down to half of it: each snapshot is a part of the metadata file
-   * every commit rewrites. The expiry is a commit of its own, whose clean-up runs only once it
+   * every commit rewrites. A reader sees at most {@code maxSnapshots + 1}, between the two commits. The expiry is a commit of its own, whose clean-up runs only once it
    * landed; in the sink's transaction, a transaction that failed would have deleted the files of the
    * snapshots it meant to expire, which stayed in the table.
    */
@@ -132,7 +132,10 @@ public final class SinkWriter {
     return id;
   }
 
-  /** How many snapshots an expiry after the commit keeps: half of {@code maxSnapshots}; 0: no expiry. */
+  /**
+   * How many snapshots an expiry after the commit keeps: half of {@code maxSnapshots} when the commit
+   * leaves more than that (it adds one to those counted here); 0: no expiry.
+   */
   private static int expiryRetains(Table table, int maxSnapshots) {
     if (maxSnapshots <= 0) {
       return 0;
@@ -141,7 +144,7 @@ public final class SinkWriter {
     for (Snapshot ignored : table.snapshots()) {
       count++;
     }
-    return count > maxSnapshots ? Math.max(1, maxSnapshots / 2) : 0;
+    return count + 1 > maxSnapshots ? Math.max(1, maxSnapshots / 2) : 0;
   }
 
   /**
