@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-import numpy as np
-
 from tabletopic.convert.converter import Converted, ConvertResult, Failure
 from tabletopic.convert.records import SinkRecords
 from tabletopic.record_faults import bisect
@@ -49,13 +47,5 @@ def apply_isolating(apply: Callable[[SinkRecords], T], records: SinkRecords,
                     failed: Callable[[int, str], None]) -> list[T]:
     """``apply(records)``, or, if it raises for a record's sake, ``apply`` on the parts that do not;
     ``failed(row, reason)`` is told of each record that raises alone."""
-    whole = len(records)
-
-    def attempt(lo: int, hi: int) -> T:
-        if (lo, hi) == (0, whole):
-            return apply(records)
-        mask = np.zeros(whole, dtype=bool)
-        mask[lo:hi] = True
-        return apply(records.take(mask))
-
-    return bisect(whole, attempt, lambda i, exc: failed(int(records.rows[i]), describe(exc)))
+    return bisect(len(records), lambda lo, hi: apply(records.between(lo, hi)),
+                  lambda i, exc: failed(int(records.rows[i]), describe(exc)))

@@ -96,7 +96,8 @@ def tabulate_isolating(build: Callable[[list[Any]], pa.Table], items: list[Any],
     """``build(items)`` into ``result``, ``kept`` being each item's input position; if Arrow refuses a
     value, the batch is halved until the item that holds it fails alone (its reason starts with
     ``what``) and the others go on."""
-    tables = bisect(len(items), lambda lo, hi: (lo, hi, build(items[lo:hi])),
+    whole = len(items)
+    tables = bisect(whole, lambda lo, hi: (lo, hi, build(items if (lo, hi) == (0, whole) else items[lo:hi])),
                     lambda i, exc: result.failures.append(Failure(kept[i], f"{what}: {exc}")))
     for lo, hi, table in tables:
         result.parts.extend(ConvertResult.single(table, kept[lo:hi]).parts)

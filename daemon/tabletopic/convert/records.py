@@ -78,6 +78,14 @@ class SinkRecords:
                        headers=[h for h, kept in zip(self.headers, mask, strict=True) if kept]
                        if self.headers is not None else None)
 
+    def between(self, lo: int, hi: int) -> SinkRecords:
+        """Rows ``lo`` to ``hi``: these records themselves when that is all of them."""
+        if (lo, hi) == (0, len(self)):
+            return self
+        mask = np.zeros(len(self), dtype=bool)
+        mask[lo:hi] = True
+        return self.take(mask)
+
     def with_value(self, value: pa.Table, primitive: bool | None = None) -> SinkRecords:
         """These records with ``value``; their change kinds stay (a tombstone's key rows are still deletes)."""
         return replace(self, value=value, primitive=self.primitive if primitive is None else primitive,

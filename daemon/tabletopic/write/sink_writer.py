@@ -219,18 +219,12 @@ class SinkWriter:
 
     def _conform(self, handle: TableHandle, records: SinkRecords, failures: list[Failure]) -> list[SinkRecords]:
         """The rows in the table's shape; the rows that do not fit fail alone, the others keep their batch."""
-        whole = len(records)
-
         def attempt(lo: int, hi: int) -> SinkRecords:
-            part = records
-            if (lo, hi) != (0, whole):
-                mask = np.zeros(whole, dtype=bool)
-                mask[lo:hi] = True
-                part = records.take(mask)
+            part = records.between(lo, hi)
             return part.with_value(conform(part.value, handle.arrow_schema, handle.name, self._case_insensitive,
                                            self._rules))
 
-        return bisect(whole, attempt, lambda i, exc: failures.append(Failure(int(records.rows[i]), str(exc))),
+        return bisect(len(records), attempt, lambda i, exc: failures.append(Failure(int(records.rows[i]), str(exc))),
                       faults=(ConformError,))
 
     @property
