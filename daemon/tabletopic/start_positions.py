@@ -15,11 +15,12 @@ from typing import Any
 from tabletopic.buffer.partition_ledger import PartitionLedger
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.offsets.java_sink import check_takeover, java_sink_commit
-from tabletopic.offsets.source_offsets import Recorded, tables_recording
+from tabletopic.offsets.source_offsets import Recorded
 from tabletopic.route.table_feeds import TableFeeds
 from tabletopic.system_outages import SystemOutages
 from tabletopic.topic_partition import TopicPartition
-from tabletopic.write.iceberg_tables import IcebergTables, java_error_message
+from tabletopic.write.iceberg_tables import IcebergTables
+from tabletopic.write.java_errors import JavaErrorKind, classify, java_error_message
 from tabletopic.write.sink_writer import SinkWriter
 
 GroupOffsets = Callable[[list[TopicPartition]], Awaitable[dict[TopicPartition, int]]]
@@ -152,14 +153,11 @@ class StartPositions:
     def _scan_catalog(self, namespace: str | None = None) -> set[str]:
         """Tables whose snapshots carry our offsets, in ``namespace`` or anywhere: dynamic routing can
         have written any table."""
-        catalog = self._tables.jvm.org.apache.iceberg.catalog
-        # The namespace of a table in it: Namespace.of takes varargs, which py4j cannot pass.
-        root = catalog.TableIdentifier.parse(f"{namespace}.t").namespace() if namespace else catalog.Namespace.empty()
         try:
-            return tables_recording(self._tables.listing_catalog(), root, self._config.group_id)
+            return self._tables.tables_recording(self._config.group_id, namespace)
         except Exception as exc:  # a catalog without namespace listing: only static and used tables count
             why = java_error_message(exc)
-            if "NoSuchNamespaceException" in why:
+            if classify(exc) is JavaErrorKind.NO_SUCH_NAMESPACE:
                 self._log.info("the catalog has no namespace yet: no table to go on from", catalog_answer=why)
             else:
                 self._log.warning("could not list the catalog's tables", error=why)

@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 
 from tabletopic.isolation import SystemUnavailable
 from tabletopic.observe.metrics import SinkMetrics
-from tabletopic.write.iceberg_tables import JAVA_ERRORS, CatalogUnavailable, java_error_message
+from tabletopic.write.iceberg_tables import CatalogUnavailable
+from tabletopic.write.java_errors import JAVA_ERRORS, java_error_message
 
 T = TypeVar("T")
 

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from tabletopic.commit.events import Answer, Message
 from tabletopic.commit.table_commits import RoundOutcome
+from tabletopic.commit.table_committer import CommitFailed, CommitFenced
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.write_result import TableFiles, WriteResult
@@ -52,7 +53,7 @@ class FakeTables:
     def __init__(self) -> None:
         self.offsets: dict[str, dict[TopicPartition, int]] = {}
         self.files: dict[str, list[str]] = {}
-        self.fail: str | None = None
+        self.fail: CommitFailed | None = None
         self.fence = False
 
     def recorded(self, names: Iterable[str] = ()) -> dict[str, dict[TopicPartition, int]]:
@@ -71,7 +72,7 @@ class FakeTables:
     async def commit(self, positions: dict[TopicPartition, int], starts: dict[TopicPartition, int],
                      by_table: dict[str, TableFiles], started: float, epoch: int, task: str = "") -> RoundOutcome:
         if self.fail or self.fence:
-            return RoundOutcome(failed={t: self.fail or "fenced" for t in by_table}, fenced=self.fence)
+            return RoundOutcome(failed={t: self.fail or CommitFenced("fenced") for t in by_table}, fenced=self.fence)
         outcome = RoundOutcome()
         for table, files in by_table.items():
             self.offsets[table] = {**self.offsets.get(table, {}), **positions}

@@ -17,18 +17,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-# The Java exceptions by which Iceberg refuses a commit; a catalog or storage outage names others.
-_REFUSALS = ("IllegalArgumentException", "IllegalStateException", "UnsupportedOperationException",
-             "ValidationException")
+from tabletopic.commit.table_committer import CommitFailed, CommitFenced
+from tabletopic.write.java_errors import JavaErrorKind
+
+# How Iceberg refuses a commit; a catalog or storage outage is of another kind.
+_REFUSALS = (JavaErrorKind.REFUSED, JavaErrorKind.VALIDATION)
 # What differs between two rounds refused for one cause: file names, ids, counts.
 _VARYING = re.compile(r"\S*/\S*|[0-9a-f]{8}-[0-9a-f-]{27}|\d+")
 
 
 class CommitRefused(RuntimeError):
     """A table's commit was refused for the same cause too many rounds in a row."""
-
-
-_CONFLICTS = ("CommitFailedException", "kept conflicting with concurrent commits")
 
 
 class RepeatedRefusals:
@@ -38,14 +37,17 @@ class RepeatedRefusals:
         self._streaks: dict[str, tuple[str, int]] = {}  # table -> (its refusal's cause, rounds in a row)
         self._conflicts: dict[str, int] = {}  # table -> rounds in a row its commit conflicted
 
-    def observe(self, failed: Mapping[str, str], committed: Iterable[str]) -> CommitRefused | None:
+    def observe(self, failed: Mapping[str, CommitFailed | CommitFenced],
+                committed: Iterable[str]) -> CommitRefused | None:
         """Take one round's outcome: why each failed table failed, and the tables that committed. Returns
         what to fail the connector with once a table reaches the limit."""
         for table in committed:
             self._streaks.pop(table, None)
             self._conflicts.pop(table, None)
-        for table, why in sorted(failed.items()):
-            if any(conflict in why for conflict in _CONFLICTS):
+        for table, failure in sorted(failed.items()):
+            why = str(failure)
+            kind = failure.kind if isinstance(failure, CommitFailed) else JavaErrorKind.OTHER  # a fence: ours
+            if kind is JavaErrorKind.CONFLICT:
                 self._streaks.pop(table, None)
                 rounds = self._conflicts[table] = self._conflicts.get(table, 0) + 1
                 if self._conflict_limit is not None and rounds >= self._conflict_limit:
@@ -53,7 +55,7 @@ class RepeatedRefusals:
                                          "iceberg.control.commit.max-consecutive-failures)")
                 continue
             self._conflicts.pop(table, None)
-            if not any(refusal in why for refusal in _REFUSALS):
+            if kind not in _REFUSALS:
                 self._streaks.pop(table, None)  # an outage, a timeout or a fence: retried as long as it lasts
                 continue
             cause = _VARYING.sub("_", why)

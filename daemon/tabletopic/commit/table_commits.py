@@ -27,7 +27,8 @@ from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.offsets.table_scope import TableScope, unrecorded
 from tabletopic.route.table_feeds import TableFeeds
 from tabletopic.topic_partition import TopicPartition
-from tabletopic.write.iceberg_tables import JAVA_ERRORS, IcebergTables, java_error_message
+from tabletopic.write.iceberg_tables import IcebergTables
+from tabletopic.write.java_errors import JAVA_ERRORS, classify, java_error_message
 from tabletopic.write.write_result import TableFiles
 
 log = structlog.get_logger(__name__)
@@ -36,7 +37,7 @@ log = structlog.get_logger(__name__)
 @dataclass
 class RoundOutcome:
     snapshots: dict[str, int] = field(default_factory=dict)  # table -> snapshot id
-    failed: dict[str, str] = field(default_factory=dict)  # table -> why
+    failed: dict[str, CommitFailed | CommitFenced] = field(default_factory=dict)  # table -> why
     fenced: bool = False
     # What every known table records once the round landed (only then): the verdict's offsets.
     recorded: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
@@ -146,7 +147,7 @@ class TableCommits:
             if isinstance(result, CommitResult):
                 outcome.snapshots[table] = result.snapshot_id
             else:
-                outcome.failed[table] = str(result)
+                outcome.failed[table] = result
                 outcome.fenced |= isinstance(result, CommitFenced)
         if not outcome.ok:
             self.reset()
@@ -192,8 +193,9 @@ class TableCommits:
             return exc
         except Exception as exc:  # the catalog or the JVM: never a reason to lose the round's records
             self._metrics.commit_failures.labels(**labels).inc()
-            self._log.error("commit failed; the round's answers are read again", table=table, error=str(exc))
-            return CommitFailed(f"commit to {table} failed: {exc}")
+            why = java_error_message(exc) if isinstance(exc, JAVA_ERRORS) else str(exc)
+            self._log.error("commit failed; the round's answers are read again", table=table, error=why)
+            return CommitFailed(f"commit to {table} failed: {why}", classify(exc))
         elapsed = self._record(table, files, result, started)
         self._log.info("committed", table=table, snapshot_id=result.snapshot_id, data_files=result.data_files,
                        records=result.records, equality_deletes=result.equality_deletes,
@@ -214,7 +216,7 @@ class TableCommits:
         try:
             handle = self._tables.get(table)
         except JAVA_ERRORS as exc:
-            raise CommitFailed(f"cannot load {table}: {java_error_message(exc)}") from exc
+            raise CommitFailed(f"cannot load {table}: {java_error_message(exc)}", classify(exc)) from exc
         return self._committer.commit(handle, files.files if files is not None else None, positions, expected,
                                       files.max_timestamp_ms if files else None, epoch, starts, scope, task,
                                       files.valid_through_ms if files else None)

@@ -36,7 +36,8 @@ from tabletopic.offsets.source_offsets import (
 )
 from tabletopic.offsets.table_scope import TableScope
 from tabletopic.topic_partition import TopicPartition
-from tabletopic.write.iceberg_tables import JAVA_ERRORS, TableHandle, java_error_message
+from tabletopic.write.iceberg_tables import TableHandle
+from tabletopic.write.java_errors import JAVA_ERRORS, JavaErrorKind, classify, java_error_message
 from tabletopic.write.spark_session import SparkRuntime
 
 _VALIDATION_RETRIES = 3
@@ -48,7 +49,12 @@ class CommitFenced(RuntimeError):
 
 
 class CommitFailed(RuntimeError):
-    """The commit did not happen (catalog or storage trouble); it is retried at the next round."""
+    """The commit did not happen; it is retried at the next round. ``kind`` is how Iceberg answered:
+    a refusal that comes back round after round fails the connector (:mod:`.repeated_refusals`)."""
+
+    def __init__(self, why: str, kind: JavaErrorKind = JavaErrorKind.OTHER) -> None:
+        super().__init__(why)
+        self.kind = kind
 
 
 @dataclass
@@ -131,7 +137,8 @@ class TableCommitter:
                 if scope is not None:
                     current, starts = scope.offsets(current), scope.round_start(starts)
             except JAVA_ERRORS as exc:
-                raise CommitFailed(f"cannot read table {handle.name}: {java_error_message(exc)}") from exc
+                raise CommitFailed(f"cannot read table {handle.name}: {java_error_message(exc)}",
+                                   classify(exc)) from exc
             if epoch >= 0 and recorded_epoch > epoch:
                 raise CommitFenced(f"table {handle.name} was committed by coordinator epoch {recorded_epoch}, "
                                    f"newer than this coordinator's {epoch}; it has lost its role")
@@ -164,20 +171,21 @@ class TableCommitter:
                                                           json.dumps(props), up_to_rows,
                                                           self._snapshot_bound(handle.name)))
             except JAVA_ERRORS as exc:
-                message = java_error_message(exc)
-                if "ValidationException" in message and attempt < _VALIDATION_RETRIES:
+                kind = classify(exc)
+                if kind is JavaErrorKind.VALIDATION and attempt < _VALIDATION_RETRIES:
                     # Someone else committed files (perhaps a compaction); re-check our offsets and retry.
                     if self._on_retry is not None:
                         self._on_retry(handle.name)
                     continue
-                raise CommitFailed(f"commit to table {handle.name} failed: {message}") from exc
+                raise CommitFailed(f"commit to table {handle.name} failed: {java_error_message(exc)}", kind) from exc
             summary_now = report["summary"]
             totals = {k: int(summary_now.get(k) or 0) for k in _TOTALS}
             return CommitResult(handle.name, int(report["id"]), merged, int(report["files"]), int(report["records"]),
                                 time.monotonic() - started, totals,
                                 int(summary_now.get("added-equality-deletes") or 0),
                                 int(summary_now.get("added-position-deletes") or 0), sought)
-        raise CommitFailed(f"commit to table {handle.name} kept conflicting with concurrent commits")
+        raise CommitFailed(f"commit to table {handle.name} kept conflicting with concurrent commits",
+                           JavaErrorKind.CONFLICT)
 
     def set_offsets(self, handle: TableHandle, offsets: dict[TopicPartition, int]) -> int:
         """An offsets-only snapshot that records exactly ``offsets``: an operator's change, made while the
@@ -198,4 +206,5 @@ class TableCommitter:
             props = {property_key(self._group_id, handle.branch): property_value(offsets, -1)}
             return int(writer.commit(table, handle.branch, self._empty_list(), summary, base, props))
         except JAVA_ERRORS as exc:
-            raise CommitFailed(f"cannot set the offsets of table {handle.name}: {java_error_message(exc)}") from exc
+            raise CommitFailed(f"cannot set the offsets of table {handle.name}: {java_error_message(exc)}",
+                               classify(exc)) from exc

@@ -27,7 +27,7 @@ from tabletopic.config.connector import ConnectorConfig
 from tabletopic.consume.faust_aiokafka import admin_request
 from tabletopic.kafka_clients import KafkaClients
 from tabletopic.offsets.resume import resume_positions
-from tabletopic.offsets.source_offsets import Recorded, tables_recording
+from tabletopic.offsets.source_offsets import Recorded
 from tabletopic.start_positions import table_reader
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.iceberg_tables import IcebergTables
@@ -56,9 +56,7 @@ class TableOffsets:
         """The static tables that exist, and for dynamic routing every table that records this group."""
         names = {n for n in self.config.tables or [] if self._tables.exists(n)}
         if self.config.dynamic_enabled:
-            names |= tables_recording(self._tables.listing_catalog(),
-                                      self._tables.jvm.org.apache.iceberg.catalog.Namespace.empty(),
-                                      self.config.group_id)
+            names |= self._tables.tables_recording(self.config.group_id)
         return sorted(names)
 
     def read(self) -> dict[str, Recorded]:

@@ -26,13 +26,8 @@ from tabletopic.consume.agent import FaustConsumer
 from tabletopic.kafka_clients import KafkaAccessError, KafkaClients, KafkaUnavailable
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.sink_task import SinkTask
-from tabletopic.write.iceberg_tables import (
-    JAVA_ERRORS,
-    CatalogUnavailable,
-    IcebergTables,
-    TableError,
-    java_error_message,
-)
+from tabletopic.write.iceberg_tables import CatalogUnavailable, IcebergTables, TableError
+from tabletopic.write.java_errors import JAVA_ERRORS, java_error_message
 from tabletopic.write.spark_session import SparkRuntime
 
 log = structlog.get_logger(__name__)

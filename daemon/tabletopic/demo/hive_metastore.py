@@ -18,11 +18,10 @@ from pathlib import Path
 from types import TracebackType
 from xml.sax.saxutils import escape
 
-import pyspark
-
 from tabletopic.demo.broker import free_port
+from tabletopic.write.jvm_classpath import pyspark_jars_dir
 
-JARS = Path(pyspark.__file__).parent / "jars"
+JARS = pyspark_jars_dir()
 SOURCE = Path(__file__).parent / "java" / "MetastoreMain.java"
 POSTGRES_DRIVER = Path("/usr/share/java/postgresql.jar")
 

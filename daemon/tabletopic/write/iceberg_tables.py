@@ -20,16 +20,16 @@ from typing import Any
 
 import pyarrow as pa
 import structlog
-from py4j.protocol import Py4JError, Py4JJavaError
-from pyspark.errors.exceptions.captured import CapturedException
+from py4j.protocol import Py4JError
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.partition_by import PartitionField
 from tabletopic.isolation import SystemUnavailable
-from tabletopic.offsets.source_offsets import Recorded, read_refreshed
+from tabletopic.offsets.source_offsets import Recorded, read_refreshed, tables_recording
 from tabletopic.write.column_conversion import ICEBERG_TYPE
+from tabletopic.write.java_errors import JAVA_ERRORS, JavaErrorKind, classify, java_error_message
 from tabletopic.write.parquet_encoding import ParquetLayout, layouts
 from tabletopic.write.spark_session import SparkRuntime
 
@@ -75,22 +75,6 @@ class TableHandle:
     @property
     def keyed(self) -> bool:
         return bool(self.id_columns)
-
-
-# A Java exception reaches Python as py4j's Py4JJavaError, or, for the kinds pyspark knows
-# (IllegalArgumentException, UnsupportedOperationException, ...), as pyspark's CapturedException.
-JAVA_ERRORS: tuple[type[Exception], ...] = (Py4JJavaError, CapturedException)
-
-
-def java_error_message(exc: Exception) -> str:
-    """The Java exception and its causes, one line each, without the stack traces."""
-    if not isinstance(exc, Py4JJavaError):
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    parts, java, seen = [], exc.java_exception, 0
-    while java is not None and seen < 5:
-        parts.append(f"{java.getClass().getName()}: {java.getMessage()}")
-        java, seen = java.getCause(), seen + 1
-    return " <- caused by ".join(parts)
 
 
 def _namespace_of(table: str) -> str:
@@ -189,6 +173,14 @@ class IcebergTables:
                 self._listing = self.jvm.org.apache.iceberg.CatalogUtil.buildIcebergCatalog(
                     self._config.catalog_name, props, session.sparkContext._jsc.hadoopConfiguration())
             return self._listing
+
+    def tables_recording(self, group_id: str, namespace: str | None = None) -> set[str]:
+        """The catalog's tables, in ``namespace`` and under it or anywhere, that record ``group_id``'s
+        offsets: those a dynamically routed connector may have written."""
+        catalog = self.jvm.org.apache.iceberg.catalog
+        # Namespace.of takes varargs, which py4j cannot pass: parse a table name in it instead.
+        root = catalog.TableIdentifier.parse(f"{namespace}.t").namespace() if namespace else catalog.Namespace.empty()
+        return tables_recording(self.listing_catalog(), root, group_id)
 
     def _ident(self, name: str) -> Any:
         return self._spark.java_class("org.apache.iceberg.catalog.TableIdentifier").parse(name)
@@ -415,9 +407,10 @@ class IcebergTables:
         try:
             java = shapes.create(catalog, ident, iceberg_schema, spec, json.dumps(props))
         except JAVA_ERRORS as exc:
-            if "AlreadyExistsException" in java_error_message(exc):  # another daemon won the race
+            kind = classify(exc)
+            if kind is JavaErrorKind.ALREADY_EXISTS:  # another daemon won the race
                 return catalog.loadTable(ident)
-            if "NoSuchNamespace" in java_error_message(exc):  # dropped since: made again next time
+            if kind is JavaErrorKind.NO_SUCH_NAMESPACE:  # dropped since: made again next time
                 self._namespaces.discard(_namespace_of(name))
             raise
         if id_columns:
@@ -439,8 +432,8 @@ class IcebergTables:
                 log.info("created namespace", namespace=namespace.toString())
             self._namespaces.add(known)
         except JAVA_ERRORS as exc:
-            message = java_error_message(exc)
-            if "AlreadyExists" not in message and "UnsupportedOperation" not in message:  # another daemon won
+            # Another daemon made it first, or the catalog makes none (createTable decides then).
+            if classify(exc) not in (JavaErrorKind.ALREADY_EXISTS, JavaErrorKind.REFUSED):
                 raise
         except Py4JError:  # a catalog without namespaces (no SupportsNamespaces): createTable decides
             pass

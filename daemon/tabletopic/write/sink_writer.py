@@ -30,14 +30,8 @@ from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.arrow_conform import ConformError, conform
 from tabletopic.write.column_conversion import JAVA_RULES, ConversionRules
 from tabletopic.write.file_writer import FileWriter, WrittenFiles
-from tabletopic.write.iceberg_tables import (
-    JAVA_ERRORS,
-    CatalogUnavailable,
-    IcebergTables,
-    TableError,
-    TableHandle,
-    java_error_message,
-)
+from tabletopic.write.iceberg_tables import CatalogUnavailable, IcebergTables, TableError, TableHandle
+from tabletopic.write.java_errors import JAVA_ERRORS, JavaErrorKind, classify, java_error_message
 from tabletopic.write.new_columns import new_column_types
 from tabletopic.write.schema_evolution import EvolutionError, plan
 from tabletopic.write.schema_evolution import apply as apply_changes
@@ -167,7 +161,7 @@ class SinkWriter:
             except JAVA_ERRORS as exc:
                 # Iceberg retries snapshot commits but not a schema update: the coordinator's commit
                 # of the round before lands in between often. Plan again on the new metadata.
-                if "CommitFailedException" not in java_error_message(exc) or attempt == _EVOLVE_ATTEMPTS:
+                if classify(exc) is not JavaErrorKind.CONFLICT or attempt == _EVOLVE_ATTEMPTS:
                     raise CatalogUnavailable(f"cannot evolve table {handle.name}: {java_error_message(exc)}") from exc
                 log.info("schema update raced another commit; planning it again", table=handle.name,
                          attempt=attempt)

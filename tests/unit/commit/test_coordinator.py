@@ -12,6 +12,8 @@ from tabletopic.commit.coordinator import Coordinator
 from tabletopic.commit.events import Start, Verdict
 from tabletopic.commit.maintenance_runs import MaintenanceRuns
 from tabletopic.commit.repeated_refusals import CommitRefused
+from tabletopic.commit.table_committer import CommitFailed
+from tabletopic.write.java_errors import JavaErrorKind
 from tabletopic.write.write_result import TableFiles
 from tests.unit.fakes import TP0, TP1, FakeChannel, FakeTables, answer, files, metrics, run, settle
 
@@ -62,7 +64,7 @@ def test_a_timed_out_round_commits_what_arrived_and_a_late_answer_goes_in_the_ne
 def test_a_failed_commit_rejects_every_answer_of_the_round() -> None:
     async def go() -> None:
         coordinator, channel, tables = _coordinator(timeout_s=0.01)
-        tables.fail = "the catalog is down"
+        tables.fail = CommitFailed("the catalog is down")
         await coordinator.receive(answer("a1", None, [TP0], {TP0: (0, 10)}, {"db.t": {}}, {"db.t": files("/wh/1")}))
         await coordinator.run_round("interval")
         [verdict] = channel.of(Verdict)
@@ -280,7 +282,7 @@ def test_a_commit_refused_the_same_way_three_rounds_in_a_row_ends_the_rounds_wit
         refusal = "IllegalArgumentException: Must use DVs for position deletes in V3: /wh/{n}-deletes.parquet"
         rounds = asyncio.create_task(coordinator.run())
         for n in range(1, 4):
-            tables.fail = refusal.format(n=n)  # another file each round: the same cause
+            tables.fail = CommitFailed(refusal.format(n=n), JavaErrorKind.REFUSED)  # another file each round: one cause
             # Unasked, so it wakes the coordinator for a round now, not after the interval.
             await coordinator.receive(answer(f"a{n}", None, [TP0], {TP0: (0, 10)}, {"db.t": {}},
                                              {"db.t": files(f"/wh/{n}")}))
