@@ -123,3 +123,63 @@ def test_a_schema_change_that_races_another_commit_is_planned_again(spark: Spark
                                                  np.zeros(1, np.int64)))
     assert evolved.arrow_schema.names == ["id", "note"]
     assert warehouse.table("race.t").properties().get("touched") == "yes"
+
+
+def test_opening_tables_makes_every_catalog_call_off_the_event_loop(spark: SparkRuntime, warehouse: Warehouse,
+                                                                     monkeypatch: Any) -> None:
+    """A table created, a schema evolved, a table that deletes go to looked up: the JVM is called for each,
+    and never from the event loop's thread, where it would hold every connector's rounds behind it."""
+    import asyncio
+    import threading
+
+    import numpy as np
+    import pyarrow as pa
+    from prometheus_client import CollectorRegistry
+
+    from tabletopic.buffer.partition_ledger import PartitionLedger
+    from tabletopic.config.connector import parse_connector
+    from tabletopic.config.worker import parse_worker
+    from tabletopic.convert.records import DELETE, SinkRecords
+    from tabletopic.observe.metrics import SinkMetrics
+    from tabletopic.write.file_writer import FileWriter
+    from tabletopic.write.iceberg_tables import IcebergTables
+    from tabletopic.write.sink_writer import SinkWriter
+
+    config = parse_connector({"name": "loop", "topics": "t", "iceberg.tables": "loop.new,loop.grown,loop.gone",
+                              "iceberg.tables.auto-create-enabled": "true",
+                              "iceberg.tables.evolve-schema-enabled": "true", **warehouse.connector_props()},
+                             parse_worker({"listeners": ""}))
+    tables = IcebergTables(spark, config)
+    tables.get("loop.grown", pa.schema([pa.field("id", pa.int64())]))
+    writer = SinkWriter(tables, FileWriter(spark, {}), SinkMetrics(CollectorRegistry(), "loop"), 1 << 20, False,
+                        PartitionLedger(lambda _: {}), evolve_schema=True)
+    zeros = np.zeros(2, np.int64)
+    wide = SinkRecords("t", 0, pa.table({"id": pa.array([1, 2], pa.int64()), "note": ["x", "y"]}), zeros, zeros,
+                       np.arange(2, dtype=np.int64))
+    deletes = SinkRecords("t", 0, pa.table({"id": pa.array([1, 2], pa.int64())}), zeros, zeros,
+                          np.arange(2, dtype=np.int64)).with_ops(np.full(2, DELETE, dtype=np.int8))
+    changes = {"loop.new": [wide], "loop.grown": [wide], "loop.gone": [deletes]}
+
+    client = spark.session.sparkContext._gateway._gateway_client
+    send, on_loop, off_loop = client.send_command, [], []
+
+    def watched(command: str, *args: Any, **kwargs: Any) -> Any:
+        (on_loop if threading.current_thread() is threading.main_thread() else off_loop).append(command[:80])
+        return send(command, *args, **kwargs)
+
+    async def open_and_prepare() -> tuple[frozenset[str], dict[str, Any]]:
+        monkeypatch.setattr(client, "send_command", watched)
+        try:
+            absent = await writer.open(changes)
+            return absent, {t: writer.prepare(t, records, absent) for t, [records] in changes.items()}
+        finally:
+            monkeypatch.undo()
+
+    absent, prepared = asyncio.run(open_and_prepare())
+    assert on_loop == [], on_loop[:10]
+    assert off_loop, "the watch saw no JVM call at all: it watches the wrong client"
+    assert absent == {"loop.gone"} and prepared["loop.gone"] == ([], [])
+    for table in ("loop.new", "loop.grown"):
+        assert [f.name() for f in warehouse.table(table).schema().columns()] == ["id", "note"]
+        [part], failures = prepared[table]
+        assert failures == [] and part.value.column("note").to_pylist() == ["x", "y"]

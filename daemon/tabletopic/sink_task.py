@@ -96,11 +96,12 @@ class SinkTask:
                 changes = self.staging.stage(raw, value_sizes, key_sizes)
             if changes.unrouted:
                 self.unroutable.no_route(len(changes.unrouted))
-            await self.writer.open({t: c for t, c in changes.changes.items() if not self.unroutable.known_missing(t)})
+            absent = await self.writer.open({t: c for t, c in changes.changes.items()
+                                             if not self.unroutable.known_missing(t)})
             if not await self._still_continues(tp, position):
                 return  # a revocation or a seek came while the tables opened
             with self.metrics.timed("convert"):
-                failures, staged = self._shape_all(changes)
+                failures, staged = self._shape_all(changes, absent)
         except SystemUnavailable as exc:
             # Not the records' fault: nothing is dead-lettered, the position stays, and the partition
             # is read again from the first record not taken.
@@ -136,24 +137,26 @@ class SinkTask:
         await self.starts.undecided(tp)
         return tp in self.assigned and self.ledger.position(tp) == position
 
-    def _shape_all(self, staged: Staged) -> tuple[list[RecordFailure], dict[str, list[SinkRecords]]]:
-        """Shape each table's staged changes (see staging.py) to it: what fails, and what goes to each table."""
+    def _shape_all(self, staged: Staged,
+                   absent: frozenset[str]) -> tuple[list[RecordFailure], dict[str, list[SinkRecords]]]:
+        """Shape each table's staged changes (see staging.py) to it: what fails, and what goes to each table.
+        The writer opened them first (``absent``: the tables it found missing), so no catalog call is made here."""
         failures = staged.failures
         shaped: dict[str, list[SinkRecords]] = {}
         for table, changes in staged.changes.items():
             for change in changes:
-                self._shape(table, change, failures, shaped)
+                self._shape(table, change, failures, shaped, absent)
         # A record routed to several tables may fail in each: it is one bad record, told once.
         first = {f.index: f for f in reversed(failures)}
         return sorted(first.values(), key=lambda f: f.index), shaped
 
     def _shape(self, table: str, subset: SinkRecords, failures: list[RecordFailure],
-               staged: dict[str, list[SinkRecords]]) -> None:
+               staged: dict[str, list[SinkRecords]], absent: frozenset[str]) -> None:
         if self.unroutable.known_missing(table):
             self.unroutable.no_table(table, len(subset))
             return
         try:
-            prepared = apply_isolating(lambda s: self.writer.prepare(table, s), subset,
+            prepared = apply_isolating(lambda s: self.writer.prepare(table, s, absent), subset,
                                        lambda row, why: failures.append(RecordFailure("schema", row, why)))
         except TableMissing as exc:
             if self.config.dynamic_enabled and self.config.skip_unroutable:

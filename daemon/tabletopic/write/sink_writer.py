@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable
-from dataclasses import replace
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -39,6 +39,18 @@ from tabletopic.write.write_result import TableFiles, WriteResult
 
 log = structlog.get_logger(__name__)
 _EVOLVE_ATTEMPTS = 5
+
+
+@dataclass
+class _Opening:
+    """What :meth:`SinkWriter.open` does for one table, in a thread, and what it found."""
+
+    table: str
+    upserts: list[SinkRecords]  # the records that are not deletes: a table is created from the first
+    load: bool  # not loaded yet
+    read: bool  # what it records is not known yet
+    evolve: bool = False
+    absent: bool = False  # only deletes go to it, and it does not exist
 
 
 class SinkWriter:
@@ -69,53 +81,79 @@ class SinkWriter:
         self._resets = 0  # a write that began before a reset is dropped when it ends
 
     # -- ingest side (event loop, synchronous) ----------------------------------------------------
-    async def open(self, changes: dict[str, list[SinkRecords]]) -> None:
-        """Load or create, side by side and off the event loop, the tables ``changes`` go to that are not
-        loaded yet, so :meth:`prepare` finds them, and read what each new one records, so
-        :meth:`buffer` does not; as many at once as tables commit in parallel.
+    async def open(self, changes: dict[str, list[SinkRecords]]) -> frozenset[str]:
+        """Do, off the event loop, every catalog call :meth:`prepare` and :meth:`buffer` would make for
+        ``changes``: load or create the tables not loaded yet, look up those that only deletes go to,
+        evolve the schemas the records need, and read what each new table records. Tables open side by
+        side, as many at once as tables commit in parallel. Returns the tables that only deletes go to
+        and that do not exist, which :meth:`prepare` then drops without asking the catalog again.
 
-        A table that cannot be opened or read is left to :meth:`prepare` and :meth:`buffer`, which
+        A table that cannot be opened or evolved is left to :meth:`prepare` and :meth:`buffer`, which
         turn why into the records' failures, or into a system failure.
         """
-        missing: list[tuple[str, SinkRecords | None, bool]] = []
+        jobs: list[_Opening] = []
         for table, records in changes.items():
-            # As prepare: a table is created from its first rows that are not deletes.
-            first = None if self._tables.loaded(table) else next(
-                (r for r in records if (r.op_array() == UPSERT).any()), None)
-            unread = not self._ledger.knows(table)
-            if first is not None or unread:
-                missing.append((table, first, unread))
-        if not missing:
-            return
+            upserts = [r for r in records if (r.op_array() == UPSERT).any()]
+            opening = _Opening(table, upserts, load=not self._tables.loaded(table),
+                               read=not self._ledger.knows(table))
+            if not opening.load and self._evolve_schema:
+                # Planning reads only the loaded schema: a table whose records fit it costs no thread.
+                handle = self._tables.get(table)
+                opening.evolve = any(self._changes(handle, r) for r in upserts)
+            else:
+                opening.evolve = self._evolve_schema and bool(upserts)
+            if opening.load or opening.read or opening.evolve:
+                jobs.append(opening)
+        if not jobs:
+            return frozenset()
         limit = asyncio.Semaphore(self._open_parallelism)
 
-        def open_sync(table: str, first: SinkRecords | None, unread: bool) -> dict[TopicPartition, int] | None:
-            if first is not None:
-                try:
-                    self._tables.get(table, _column_types(first))
-                except TableError:
-                    return None
-            # A thousand new tables' reads, one py4j call each, held the event loop for seconds.
-            if unread and self._tables.loaded(table):
-                with contextlib.suppress(CatalogUnavailable, *JAVA_ERRORS):  # buffer reads it again, and fails
-                    return self._ledger.read_recorded(table)
-            return None
-
-        async def one(table: str, first: SinkRecords | None, unread: bool) -> None:
+        async def one(opening: _Opening) -> None:
             async with limit:
-                recorded = await asyncio.to_thread(open_sync, table, first, unread)
+                recorded = await asyncio.to_thread(self._open_sync, opening)
             if recorded is not None:
-                self._ledger.learn(table, recorded)
+                self._ledger.learn(opening.table, recorded)
 
-        outcomes = await asyncio.gather(*(one(*m) for m in missing), return_exceptions=True)
+        outcomes = await asyncio.gather(*(one(o) for o in jobs), return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
+        return frozenset(o.table for o in jobs if o.absent)
 
-    def prepare(self, table: str, records: SinkRecords) -> tuple[list[SinkRecords], list[Failure]]:
-        """Conform rows to ``table`` (creating it if allowed); nothing is buffered yet."""
+    def _open_sync(self, opening: _Opening) -> dict[TopicPartition, int] | None:
+        """One table's catalog calls, in a thread; what the table records, if it was to be read."""
+        table = opening.table
+        if opening.load:
+            try:
+                if opening.upserts:  # as prepare: a table is created from its first rows that are not deletes
+                    self._tables.get(table, _column_types(opening.upserts[0]))
+                elif table in self._tables.known() or self._tables.exists(table):
+                    self._tables.get(table)
+                else:
+                    opening.absent = True
+                    return None
+            except TableError:
+                return None
+        if opening.evolve:
+            handle = self._tables.get(table)
+            for records in opening.upserts:
+                try:
+                    handle = self._evolve(handle, records)
+                except EvolutionError:
+                    break  # prepare plans again, and fails these records with why
+        # A thousand new tables' reads, one py4j call each, held the event loop for seconds.
+        if opening.read and self._tables.loaded(table):
+            with contextlib.suppress(CatalogUnavailable, *JAVA_ERRORS):  # buffer reads it again, and fails
+                return self._ledger.read_recorded(table)
+        return None
+
+    def prepare(self, table: str, records: SinkRecords,
+                absent: Collection[str] = ()) -> tuple[list[SinkRecords], list[Failure]]:
+        """Conform rows to ``table``; nothing is buffered yet. After :meth:`open` of these records it
+        makes no catalog call (``absent``: what it answered); without it, it makes them itself."""
         ops = records.op_array()
-        if not (ops == UPSERT).any() and table not in self._tables.known() and not self._tables.exists(table):
+        if not (ops == UPSERT).any() and table not in self._tables.known() and (
+                table in absent or not self._tables.exists(table)):
             return [], []  # deleting keys from a table that does not exist yet changes nothing
         handle = self._tables.get(table, None if self._tables.loaded(table) else _column_types(records))
         failures: list[Failure] = []
@@ -143,6 +181,14 @@ class SinkWriter:
             parts = [replace(merged, value=merged.value.take(pa.array(order)), offsets=merged.offsets[order],
                              timestamps=merged.timestamps[order], rows=merged.rows[order], ops=merged.ops[order])]
         return [p for p in parts if len(p)], failures
+
+    def _changes(self, handle: TableHandle, records: SinkRecords) -> bool:
+        """Whether ``records`` need the table's schema changed: planned only, no catalog call."""
+        try:
+            return bool(plan(handle.arrow_schema, records.value.schema, handle.name, self._case_insensitive,
+                             handle.id_columns, records.schemaless))
+        except EvolutionError:
+            return False  # nothing to apply: prepare fails the records with why
 
     def _evolve(self, handle: TableHandle, records: SinkRecords) -> TableHandle:
         schema = records.value.schema

@@ -256,6 +256,7 @@ class _Opening:
     def __init__(self, loaded: set[str], bad: set[str]) -> None:
         self.opened, self.bad = set(loaded), bad
         self.asked: list[tuple[str, pa.Schema | None]] = []
+        self.looked_up: list[tuple[str, bool]] = []  # (table, on the event loop's thread)
         self.now = self.most = 0
         self.lock = threading.Lock()
         self.two_at_once = threading.Event()  # no open ends before a second one has begun
@@ -280,6 +281,13 @@ class _Opening:
     def loaded(self, name: str) -> bool:
         return name in self.opened
 
+    def known(self) -> set[str]:
+        return set(self.opened)
+
+    def exists(self, name: str) -> bool:
+        self.looked_up.append((name, threading.current_thread() is threading.main_thread()))
+        return False
+
 
 def test_new_tables_open_side_by_side_up_to_the_bound_and_a_failing_one_is_left_to_prepare() -> None:
     """What prepare would open, open takes first: not a loaded table, not one that only deletes keys
@@ -299,8 +307,12 @@ def test_new_tables_open_side_by_side_up_to_the_bound_and_a_failing_one_is_left_
     upsert = SinkRecords(TP0[0], TP0[1], wide, np.array([5]), np.array([5]), np.array([0]))
     changes = {"db.a": [deletes, upsert], "db.b": [_rows(TP0, 0, 1)], "db.bad": [_rows(TP0, 0, 1)],
                "db.loaded": [_rows(TP0, 0, 1)], "db.only-deletes": [deletes]}
-    run(writer.open(changes))
+    absent = run(writer.open(changes))
     assert sorted(name for name, _ in tables.asked) == ["db.a", "db.b", "db.bad"]
+    # Deletes alone do not create a table; whether it exists is asked in a thread, and told to prepare.
+    assert tables.looked_up == [("db.only-deletes", False)] and absent == {"db.only-deletes"}
+    assert writer.prepare("db.only-deletes", deletes, absent) == ([], [])
+    assert len(tables.looked_up) == 1
     assert dict(tables.asked)["db.a"] == wide.schema  # created from its upserts, not its deletes' keys
     assert tables.most == 2
     assert "db.bad" not in tables.opened  # prepare asks again, and turns the error into the records' failures
