@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -61,6 +61,9 @@ class FakeTables:
 
     def reset(self) -> None:
         pass
+
+    async def off_loop(self, call: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.to_thread(call, *args)
 
     def clean(self) -> dict[str, dict[TopicPartition, int]]:
         return {}

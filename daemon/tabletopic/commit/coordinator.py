@@ -199,7 +199,7 @@ class Coordinator:
         rejected: dict[str, str] = {}
         valid = []
         for answer in answers:
-            why = await asyncio.to_thread(self._tables.invalid_files, answer) if answer.tables else None
+            why = await self._tables.off_loop(self._tables.invalid_files, answer) if answer.tables else None
             if why is None:
                 valid.append(answer)
             else:
@@ -207,7 +207,7 @@ class Coordinator:
         names = {t for a in valid for t in (*a.floors, *a.tables)}
         max_wait_s = self._maintenance.max_file_wait_s
         max_wait_ms = max_wait_s * 1000 if max_wait_s is not None else None
-        judgement = judge(valid, await asyncio.to_thread(self._tables.recorded, names), self._tables.clean(),
+        judgement = judge(valid, await self._tables.off_loop(self._tables.recorded, names), self._tables.clean(),
                           self._wall_clock() * 1000, max_wait_ms)
         rejected.update(judgement.rejected)
         for answer_id, why in rejected.items():

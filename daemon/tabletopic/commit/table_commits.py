@@ -14,9 +14,10 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import structlog
 
@@ -32,6 +33,7 @@ from tabletopic.write.java_errors import JAVA_ERRORS, classify, java_error_messa
 from tabletopic.write.write_result import TableFiles
 
 log = structlog.get_logger(__name__)
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -61,6 +63,8 @@ class TableCommits:
         self._refresh_rounds = refresh_rounds
         self._timeout_s = timeout_s
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"commit-{metrics.connector}")
+        # What the tables record, and whether an answer's files are theirs: one round's reads at a time.
+        self._reads = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"read-{metrics.connector}")
         self._offsets: dict[str, dict[TopicPartition, int]] = {}
         # Per table, offsets past what it records up to which this coordinator's committed rounds hold
         # no rows for it (see commit_state.judge): known only from those rounds, forgotten with _offsets.
@@ -70,6 +74,12 @@ class TableCommits:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._reads.shutdown(wait=False, cancel_futures=True)
+
+    async def off_loop(self, call: Callable[..., _T], *args: Any) -> _T:
+        """``call(*args)``, a read of the tables, on a pool of its own: the coordinator's reads wait
+        neither behind commits that hang on a catalog nor behind writes or another connector's work."""
+        return await asyncio.get_running_loop().run_in_executor(self._reads, call, *args)
 
     # -- what the tables record -------------------------------------------------------------------
     def recorded(self, names: Iterable[str] = ()) -> dict[str, dict[TopicPartition, int]]:
@@ -124,7 +134,7 @@ class TableCommits:
         self._rounds += 1
         outcome = RoundOutcome()
         if not positions and not by_table:
-            outcome.recorded = await asyncio.to_thread(self.recorded)
+            outcome.recorded = await self.off_loop(self.recorded)
             return outcome
         targets = set(by_table)
         for table, offsets in self._offsets.items():
@@ -152,7 +162,7 @@ class TableCommits:
         if not outcome.ok:
             self.reset()
             return outcome
-        outcome.recorded = await asyncio.to_thread(self.recorded)
+        outcome.recorded = await self.off_loop(self.recorded)
         self._clean = clean_after(starts, positions, by_table, outcome.recorded, self._clean)
         return outcome
 

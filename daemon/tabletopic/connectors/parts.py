@@ -50,6 +50,7 @@ class SinkParts:
     maintainer: Maintainer
 
     def close(self) -> None:
+        self.task.writer.close()
         self.table_commits.close()
         self.maintainer.close()
         self.tables.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Collection, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -54,6 +55,13 @@ class _Opening:
 
 
 class SinkWriter:
+    """Buffers, writes and answers for one connector's tables.
+
+    Everything runs on the event loop but two kinds of work, each on a pool of its own, so neither waits
+    behind the other nor behind anything else the process runs: the catalog calls of :meth:`open`, as
+    many at once as tables commit in parallel, and the writes of files, ``parallelism`` at once.
+    """
+
     def __init__(self, tables: IcebergTables, writer: FileWriter, metrics: SinkMetrics,
                  flush_bytes: int, case_insensitive: bool, ledger: PartitionLedger,
                  evolve_schema: bool = False, parallelism: int = 1, open_parallelism: int = 1,
@@ -66,7 +74,8 @@ class SinkWriter:
         self._ledger = ledger
         self._evolve_schema = evolve_schema
         self._parallelism = parallelism
-        self._open_parallelism = open_parallelism  # catalog calls, like the commits' pool
+        self._opens = ThreadPoolExecutor(open_parallelism, thread_name_prefix=f"open-{metrics.connector}")
+        self._writes = ThreadPoolExecutor(parallelism, thread_name_prefix=f"write-{metrics.connector}")
         self._rules = rules  # how a value goes into a column of another type
         self.buffers: dict[str, TableBuffer] = {}
         self._pending: dict[str, list[WrittenFiles]] = {}
@@ -79,6 +88,11 @@ class SinkWriter:
         self._held_bytes = self._held_records = self._flight_bytes = 0
         self._flush_error: BaseException | None = None
         self._resets = 0  # a write that began before a reset is dropped when it ends
+
+    def close(self) -> None:
+        """Stop the pools; a write or an open still running ends on its own, and nobody waits for it."""
+        self._opens.shutdown(wait=False, cancel_futures=True)
+        self._writes.shutdown(wait=False, cancel_futures=True)
 
     # -- ingest side (event loop, synchronous) ----------------------------------------------------
     async def open(self, changes: dict[str, list[SinkRecords]]) -> frozenset[str]:
@@ -106,11 +120,10 @@ class SinkWriter:
                 jobs.append(opening)
         if not jobs:
             return frozenset()
-        limit = asyncio.Semaphore(self._open_parallelism)
+        loop = asyncio.get_running_loop()
 
         async def one(opening: _Opening) -> None:
-            async with limit:
-                recorded = await asyncio.to_thread(self._open_sync, opening)
+            recorded = await loop.run_in_executor(self._opens, self._open_sync, opening)
             if recorded is not None:
                 self._ledger.learn(opening.table, recorded)
 
@@ -325,7 +338,7 @@ class SinkWriter:
         self._in_flight.extend(group)
         self._flight_bytes += sum(d.nbytes for d in group)
         try:
-            written = await asyncio.to_thread(self._writer.write_many, items)
+            written = await asyncio.get_running_loop().run_in_executor(self._writes, self._writer.write_many, items)
         finally:
             ended = {id(d) for d in group}
             self._in_flight = [d for d in self._in_flight if id(d) not in ended]
