@@ -46,3 +46,35 @@ def test_errors_retry_timeout_bounds_an_outage_by_time_or_lifts_every_bound(time
         assert outages.in_a_row == 7
 
     asyncio.run(main())
+
+
+class _Lines:
+    """A logger that keeps what it was asked to log."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str, dict[str, object]]] = []
+
+    def __getattr__(self, level: str) -> object:
+        return lambda event, **fields: self.lines.append((level, event, fields))
+
+
+def test_an_outage_logs_once_when_it_starts_a_summary_a_minute_and_once_when_it_ends() -> None:
+    """However often the work fails meanwhile: 100 failures 5 s apart are one warning, eight summaries
+    (at 60 s, 120 s ... 480 s) and one info line, not a hundred warnings."""
+    now = [0.0]
+    log = _Lines()
+
+    async def main() -> None:
+        outages = SystemOutages(1000, metrics(), log, retry_delay_max_ms=1, clock=lambda: now[0])
+        for _ in range(100):
+            await outages.failed(CatalogUnavailable("catalog down: connection refused"))
+            now[0] += 5.0
+        outages.recovered()
+        outages.recovered()  # work that goes on afterwards logs nothing more
+
+    asyncio.run(main())
+    levels = [level for level, _, _ in log.lines]
+    assert levels == ["warning"] + ["warning"] * 8 + ["info"]
+    assert log.lines[0][2]["error"] == "catalog down: connection refused"
+    assert [fields["out_for_s"] for _, _, fields in log.lines[1:9]] == list(range(60, 481, 60))
+    assert log.lines[-1][2]["failures"] == 100 and log.lines[-1][2]["out_for_s"] == 500

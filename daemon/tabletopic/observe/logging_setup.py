@@ -21,11 +21,15 @@ from typing import IO
 
 import structlog
 
+from tabletopic.observe.repeated_lines import RepeatedLines
 from tabletopic.observe.secrets import Scrubber
 
 # Libraries that chat at INFO: kept at WARNING unless the daemon logs at DEBUG. Faust's services log
 # under the module that subclasses them (the batching consumer's).
 QUIET_LOGGERS = ("faust", "mode", "aiokafka", "py4j", "kafka", "tabletopic.consume.batch_fetch")
+# Libraries whose repeated warnings and errors are told once a minute with a count (the JVM's lines come
+# through the "spark" logger).
+LIBRARY_LOGGERS = ("faust", "mode", "aiokafka", "py4j", "kafka", "spark")
 _LOG4J = re.compile(r"^\S+ \S+ (?P<level>TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (?P<logger>[^:\s]+): (?P<message>.*)$")
 _LOG4J_LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
                  "ERROR": logging.ERROR, "FATAL": logging.CRITICAL}
@@ -61,6 +65,7 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", scrubber: Scrubber
     )
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter)
+    handler.addFilter(RepeatedLines(LIBRARY_LOGGERS))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
