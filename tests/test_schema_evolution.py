@@ -97,16 +97,13 @@ def test_incompatible_change_names_table_field_and_types(bootstrap: str, spark: 
 def test_a_schema_change_that_races_another_commit_is_planned_again(spark: SparkRuntime, warehouse: Warehouse) -> None:
     import numpy as np
     import pyarrow as pa
-    from prometheus_client import CollectorRegistry
 
     from tabletopic.buffer.partition_ledger import PartitionLedger
     from tabletopic.config.connector import parse_connector
     from tabletopic.config.worker import parse_worker
     from tabletopic.convert.records import SinkRecords
-    from tabletopic.observe.metrics import SinkMetrics
-    from tabletopic.write.file_writer import FileWriter
     from tabletopic.write.iceberg_tables import IcebergTables
-    from tabletopic.write.sink_writer import SinkWriter
+    from tabletopic.write.table_shaper import TableShaper
 
     config = parse_connector({"name": "race", "topics": "t", "iceberg.tables": "race.t",
                               "iceberg.tables.auto-create-enabled": "true",
@@ -116,10 +113,9 @@ def test_a_schema_change_that_races_another_commit_is_planned_again(spark: Spark
     handle = tables.get("race.t", pa.schema([pa.field("id", pa.int64())]))
     # Another commit lands after the handle was read (as the coordinator's does): its metadata is stale.
     warehouse.table("race.t").updateProperties().set("touched", "yes").commit()
-    writer = SinkWriter(tables, FileWriter(spark, {}), SinkMetrics(CollectorRegistry(), "race"), 1 << 20, False,
-                        PartitionLedger(lambda _: {}), evolve_schema=True)
+    shaper = TableShaper(tables, PartitionLedger(lambda _: {}), "race", False, evolve_schema=True)
     rows = pa.table({"id": pa.array([1], pa.int64()), "note": pa.array(["x"], pa.string())})
-    evolved = writer._evolve(handle, SinkRecords("t", 0, rows, np.zeros(1, np.int64), np.zeros(1, np.int64),
+    evolved = shaper._evolve(handle, SinkRecords("t", 0, rows, np.zeros(1, np.int64), np.zeros(1, np.int64),
                                                  np.zeros(1, np.int64)))
     assert evolved.arrow_schema.names == ["id", "note"]
     assert warehouse.table("race.t").properties().get("touched") == "yes"
@@ -134,16 +130,13 @@ def test_opening_tables_makes_every_catalog_call_off_the_event_loop(spark: Spark
 
     import numpy as np
     import pyarrow as pa
-    from prometheus_client import CollectorRegistry
 
     from tabletopic.buffer.partition_ledger import PartitionLedger
     from tabletopic.config.connector import parse_connector
     from tabletopic.config.worker import parse_worker
     from tabletopic.convert.records import DELETE, SinkRecords
-    from tabletopic.observe.metrics import SinkMetrics
-    from tabletopic.write.file_writer import FileWriter
     from tabletopic.write.iceberg_tables import IcebergTables
-    from tabletopic.write.sink_writer import SinkWriter
+    from tabletopic.write.table_shaper import TableShaper
 
     config = parse_connector({"name": "loop", "topics": "t", "iceberg.tables": "loop.new,loop.grown,loop.gone",
                               "iceberg.tables.auto-create-enabled": "true",
@@ -151,8 +144,7 @@ def test_opening_tables_makes_every_catalog_call_off_the_event_loop(spark: Spark
                              parse_worker({"listeners": ""}))
     tables = IcebergTables(spark, config)
     tables.get("loop.grown", pa.schema([pa.field("id", pa.int64())]))
-    writer = SinkWriter(tables, FileWriter(spark, {}), SinkMetrics(CollectorRegistry(), "loop"), 1 << 20, False,
-                        PartitionLedger(lambda _: {}), evolve_schema=True)
+    shaper = TableShaper(tables, PartitionLedger(lambda _: {}), "loop", False, evolve_schema=True)
     zeros = np.zeros(2, np.int64)
     wide = SinkRecords("t", 0, pa.table({"id": pa.array([1, 2], pa.int64()), "note": ["x", "y"]}), zeros, zeros,
                        np.arange(2, dtype=np.int64))
@@ -170,8 +162,8 @@ def test_opening_tables_makes_every_catalog_call_off_the_event_loop(spark: Spark
     async def open_and_prepare() -> tuple[frozenset[str], dict[str, Any]]:
         monkeypatch.setattr(client, "send_command", watched)
         try:
-            absent = await writer.open(changes)
-            return absent, {t: writer.prepare(t, records, absent) for t, [records] in changes.items()}
+            absent = await shaper.open(changes)
+            return absent, {t: shaper.prepare(t, records, absent) for t, [records] in changes.items()}
         finally:
             monkeypatch.undo()
 

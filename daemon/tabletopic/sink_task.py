@@ -31,6 +31,7 @@ from tabletopic.system_outages import SystemOutages
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.iceberg_tables import TableError, TableMissing
 from tabletopic.write.sink_writer import SinkWriter
+from tabletopic.write.table_shaper import TableShaper
 from tabletopic.write.write_result import WriteResult
 
 log = structlog.get_logger(__name__)
@@ -45,12 +46,14 @@ class SinkTask:
     runtime (:mod:`tabletopic.connectors.parts`)."""
 
     def __init__(self, config: ConnectorConfig, metrics: SinkMetrics, staging: Staging, ledger: PartitionLedger,
-                 writer: SinkWriter, starts: StartPositions, failed: FailedRecords, outages: SystemOutages) -> None:
+                 shaper: TableShaper, writer: SinkWriter, starts: StartPositions, failed: FailedRecords,
+                 outages: SystemOutages) -> None:
         self.config = config
         self.metrics = metrics
         self.log = log.bind(connector=config.name)
         self.staging = staging
         self.ledger = ledger
+        self.shaper = shaper
         self.writer = writer
         self.starts = starts
         self.failed = failed
@@ -96,7 +99,7 @@ class SinkTask:
                 changes = self.staging.stage(raw, value_sizes, key_sizes)
             if changes.unrouted:
                 self.unroutable.no_route(len(changes.unrouted))
-            absent = await self.writer.open({t: c for t, c in changes.changes.items()
+            absent = await self.shaper.open({t: c for t, c in changes.changes.items()
                                              if not self.unroutable.known_missing(t)})
             if not await self._still_continues(tp, position):
                 return  # a revocation or a seek came while the tables opened
@@ -156,7 +159,7 @@ class SinkTask:
             self.unroutable.no_table(table, len(subset))
             return
         try:
-            prepared = apply_isolating(lambda s: self.writer.prepare(table, s, absent), subset,
+            prepared = apply_isolating(lambda s: self.shaper.prepare(table, s, absent), subset,
                                        lambda row, why: failures.append(RecordFailure("schema", row, why)))
         except TableMissing as exc:
             if self.config.dynamic_enabled and self.config.skip_unroutable:

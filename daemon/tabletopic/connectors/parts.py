@@ -36,6 +36,7 @@ from tabletopic.write.file_writer import FileWriter
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.sink_writer import SinkWriter
 from tabletopic.write.spark_session import SparkRuntime
+from tabletopic.write.table_shaper import TableShaper
 
 log = structlog.get_logger(__name__)
 
@@ -50,6 +51,7 @@ class SinkParts:
     maintainer: Maintainer
 
     def close(self) -> None:
+        self.task.shaper.close()
         self.task.writer.close()
         self.table_commits.close()
         self.maintainer.close()
@@ -73,9 +75,10 @@ def build_sink(config: ConnectorConfig, worker: WorkerConfig, clients: KafkaClie
     tables = IcebergTables(spark, config)
     read_table = table_reader(tables, config.group_id)
     ledger = PartitionLedger(lambda table: read_table(table).offsets)
+    shaper = TableShaper(tables, ledger, config.name, config.case_insensitive, config.evolve_schema,
+                         config.commit_threads, ConversionRules(strict=config.strict_values))
     writer = SinkWriter(tables, FileWriter(spark, config.write_props, metrics), metrics, config.buffer_flush_bytes,
-                        config.case_insensitive, ledger, config.evolve_schema, config.write_parallelism,
-                        config.commit_threads, ConversionRules(strict=config.strict_values))
+                        ledger, config.write_parallelism)
     maintainer = Maintainer(config.name, config.group_id, tables, config.maintenance, metrics,
                             lambda: {*tables.known(), *(config.tables or [])},
                             enabled=lambda table: config.maintenance.enabled_for(config.table(table).keyed),
@@ -92,8 +95,8 @@ def build_sink(config: ConnectorConfig, worker: WorkerConfig, clients: KafkaClie
                             config.retry_delay_max_ms)
     starts = StartPositions(config, tables, ledger, writer, read_table,
                             lambda tps: committed_offsets(clients, config.group_id, tps), outages, connector_log, feeds)
-    task = SinkTask(config, metrics, Staging(config), ledger, writer, starts, FailedRecords(config, metrics, clients),
-                    outages)
+    task = SinkTask(config, metrics, Staging(config), ledger, shaper, writer, starts,
+                    FailedRecords(config, metrics, clients), outages)
     return SinkParts(tables, task, table_commits, maintainer)
 
 
