@@ -11,8 +11,9 @@ import pyarrow as pa
 
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
-from tabletopic.write.iceberg_tables import IcebergTables, TableError, TableHandle
+from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.spark_session import SparkRuntime
+from tabletopic.write.table_handle import TableError, TableHandle
 from tests.support import Warehouse, connector_props, create_topic, produce, run_in_process, unique, worker_props
 
 WORKER = parse_worker({"bootstrap.servers": "127.0.0.1:9", "listeners": ""})

@@ -29,8 +29,8 @@ from tabletopic.staging import Staged, Staging, payload_sizes
 from tabletopic.start_positions import StartPositions
 from tabletopic.system_outages import SystemOutages
 from tabletopic.topic_partition import TopicPartition
-from tabletopic.write.iceberg_tables import TableError, TableMissing
 from tabletopic.write.sink_writer import SinkWriter
+from tabletopic.write.table_handle import TableError, TableMissing
 from tabletopic.write.table_shaper import TableShaper
 from tabletopic.write.write_result import WriteResult
 

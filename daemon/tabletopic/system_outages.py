@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 
 from tabletopic.isolation import SystemUnavailable
 from tabletopic.observe.metrics import SinkMetrics
-from tabletopic.write.iceberg_tables import CatalogUnavailable
 from tabletopic.write.java_errors import JAVA_ERRORS, java_error_message
+from tabletopic.write.table_handle import CatalogUnavailable
 
 T = TypeVar("T")
 SUMMARY_EVERY_S = 60.0

@@ -8,7 +8,7 @@ import pytest
 import structlog
 
 from tabletopic.system_outages import SystemOutages
-from tabletopic.write.iceberg_tables import CatalogUnavailable
+from tabletopic.write.table_handle import CatalogUnavailable
 from tests.unit.fakes import metrics
 
 

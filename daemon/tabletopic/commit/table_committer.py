@@ -36,9 +36,9 @@ from tabletopic.offsets.source_offsets import (
 )
 from tabletopic.offsets.table_scope import TableScope
 from tabletopic.topic_partition import TopicPartition
-from tabletopic.write.iceberg_tables import TableHandle
 from tabletopic.write.java_errors import JAVA_ERRORS, JavaErrorKind, classify, java_error_message
 from tabletopic.write.spark_session import SparkRuntime
+from tabletopic.write.table_handle import TableHandle
 
 _VALIDATION_RETRIES = 3
 _TOTALS = ("total-data-files", "total-delete-files", "total-files-size")

@@ -26,9 +26,10 @@ from tabletopic.consume.agent import FaustConsumer
 from tabletopic.kafka_clients import KafkaAccessError, KafkaClients, KafkaUnavailable
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.sink_task import SinkTask
-from tabletopic.write.iceberg_tables import CatalogUnavailable, IcebergTables, TableError
+from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.java_errors import JAVA_ERRORS, java_error_message
 from tabletopic.write.spark_session import SparkRuntime
+from tabletopic.write.table_handle import CatalogUnavailable, TableError
 
 log = structlog.get_logger(__name__)
 _LEAVE_GROUP_TIMEOUT_S = 20.0

@@ -20,9 +20,9 @@ import pyarrow as pa
 from tabletopic.buffer.table_buffer import Drained
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.write.arrow_conform import conform
-from tabletopic.write.iceberg_tables import TableHandle
 from tabletopic.write.parquet_encoding import parquet_files
 from tabletopic.write.spark_session import MIN_ROWS_PER_TASK, SparkRuntime, arrow_file
+from tabletopic.write.table_handle import TableHandle
 from tabletopic.write.upsert_batch import reduce_changes
 
 

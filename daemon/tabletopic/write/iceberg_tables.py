@@ -1,9 +1,9 @@
-"""Iceberg tables as the sink sees them: loaded or auto-created through the Java catalog.
+"""One connector's Iceberg tables, loaded through the Java catalog and kept: the cache.
 
-All calls go through py4j into Iceberg's Java library inside Spark's JVM.  A
-:class:`TableHandle` keeps the Java table and the Arrow schema that rows must
-have (derived from the Iceberg schema through Spark's type mapping, so what the
-writer receives is exactly what Spark expects).
+All calls go through py4j into Iceberg's Java library inside Spark's JVM. Loaded tables are kept,
+least recently used first and at most ``tabletopic.tables.max-cached``, released once idle, and
+mirrored in a Java map for calls about many tables at once. A table missing with auto-create on is
+made by :mod:`tabletopic.write.table_creation`.
 """
 
 from __future__ import annotations
@@ -15,99 +15,23 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import structlog
-from py4j.protocol import Py4JError
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from tabletopic.config.connector import ConnectorConfig
-from tabletopic.config.partition_by import PartitionField
-from tabletopic.isolation import SystemUnavailable
 from tabletopic.offsets.source_offsets import Recorded, read_refreshed, tables_recording
 from tabletopic.write.column_conversion import ICEBERG_TYPE
-from tabletopic.write.java_errors import JAVA_ERRORS, JavaErrorKind, classify, java_error_message
-from tabletopic.write.parquet_encoding import ParquetLayout, layouts
+from tabletopic.write.java_errors import JAVA_ERRORS, java_error_message
+from tabletopic.write.parquet_encoding import layouts
 from tabletopic.write.spark_session import SparkRuntime
+from tabletopic.write.table_creation import TableCreation
+from tabletopic.write.table_handle import CatalogUnavailable, TableError, TableHandle, TableMissing
 
 log = structlog.get_logger(__name__)
-# Every commit writes a new metadata.json; at a commit every few seconds Iceberg's default keeps the
-# last 100 forever-growing copies. As AutoMQ sets on the tables it creates: old ones are deleted, and
-# only the last 10 kept. iceberg.tables.auto-create-props.* overrides any of them.
-CREATED_TABLE_PROPS = {"format-version": "2", "write.metadata.delete-after-commit.enabled": "true",
-                       "write.metadata.previous-versions-max": "10"}
-
-
-class TableError(RuntimeError):
-    """A table cannot be used; the message names the table and what to do."""
-
-
-class TableMissing(TableError):
-    """The table does not exist, and auto-create is off."""
-
-
-class CatalogUnavailable(SystemUnavailable):
-    """The catalog or the storage behind it failed: the system's fault, never a record's.
-
-    Records are never dead-lettered for it: the sink waits and reads them again.
-    """
-
-
-@dataclass
-class TableHandle:
-    name: str
-    java: Any  # org.apache.iceberg.Table
-    arrow_schema: pa.Schema
-    schema_id: int
-    branch: str | None
-    # Keyed (upsert/CDC) tables only: the id columns, their field ids, and the spec of delete files.
-    id_columns: list[str] = field(default_factory=list)
-    equality_ids: list[int] = field(default_factory=list)
-    delete_spec_id: int | None = None
-    # Set where Arrow encodes the table's data files, or its equality deletes (tabletopic.write.parquet-encoder);
-    # None where Iceberg's writer does.
-    parquet: ParquetLayout | None = None
-    delete_parquet: ParquetLayout | None = None
-
-    @property
-    def keyed(self) -> bool:
-        return bool(self.id_columns)
-
-
-def _namespace_of(table: str) -> str:
-    """The namespace of a table name, as ``TableIdentifier.parse`` reads it ("" for none)."""
-    return table.rpartition(".")[0]
-
-
-def _strip_nulls(schema: pa.Schema, force_optional: bool) -> tuple[pa.Schema, list[str]]:
-    """Columns whose type is still unknown (only nulls seen) cannot be created; report them."""
-    kept, dropped = [], []
-    for f in schema:
-        if pa.types.is_null(f.type):
-            dropped.append(f.name)
-            continue
-        kept.append(_optional(f) if force_optional else f)
-    return pa.schema(kept), dropped
-
-
-def _optional(f: pa.Field) -> pa.Field:
-    if pa.types.is_struct(f.type):
-        f = f.with_type(pa.struct([_optional(c) for c in f.type]))
-    return f.with_nullable(True)
-
-
-def _null_free(t: pa.DataType) -> pa.DataType:
-    if pa.types.is_null(t):
-        return pa.string()
-    if pa.types.is_struct(t):
-        return pa.struct([c.with_type(_null_free(c.type)) for c in t])
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return pa.list_(_null_free(t.value_type))
-    return t
-
 
 class IcebergTables:
     """Loads and creates one connector's tables; safe to call from the event loop and the writer thread."""
@@ -128,12 +52,12 @@ class IcebergTables:
         # The catalog is looked up once: through Spark's catalog manager it took five py4j calls, for
         # every table a Table Topic connector creates. It stays valid while this connector uses it.
         self._java_catalog: Any = None
-        self._namespaces: set[str] = set()  # known to exist, so not asked again for each new table
         # The loaded tables by name in the JVM too (a ConcurrentHashMap), for calls about many tables at
         # once: handing a thousand tables to one py4j call takes a call each.
         self._by_name: Any = None
         # Order _mirror's py4j calls for each name (a stripe per name); taken before _lock, never under it.
         self._mirror_locks = [threading.Lock() for _ in range(16)]
+        self._creation = TableCreation(spark, config, self.listing_catalog)
         spark.register_catalog(config.catalog_name, config.catalog_props)
 
     def close(self) -> None:
@@ -240,7 +164,7 @@ class IcebergTables:
             if catalog.tableExists(ident):
                 java = catalog.loadTable(ident)
             elif self._config.auto_create and sample is not None:
-                java = self._create(catalog, ident, name, sample)
+                java = self._creation.create(catalog, ident, name, sample)
             elif self._config.auto_create:
                 raise TableError(f"table {name} does not exist yet; it is created with the first record")
             else:
@@ -376,88 +300,6 @@ class IcebergTables:
         except JAVA_ERRORS as exc:
             raise TableError(f"table {handle.name}: cannot add the unpartitioned spec that global equality "
                              f"deletes need: {java_error_message(exc)}") from exc
-
-    def _create(self, catalog: Any, ident: Any, name: str, sample: pa.Schema) -> Any:
-        schema, dropped = _strip_nulls(sample, self._config.force_optional)
-        if dropped:
-            log.warning("columns with only nulls so far are left out of the new table", table=name, columns=dropped)
-        if not len(schema):
-            raise TableError(f"cannot create table {name}: the first records have no typed columns")
-        schema = pa.schema([f.with_type(_null_free(f.type)) for f in schema])
-        keyed = self._config.table(name).keyed
-        id_columns = self._config.table(name).id_columns if keyed else []
-        if keyed and not id_columns:
-            raise TableError(f"cannot create table {name} for upsert or CDC: no id columns are set; set "
-                             f"iceberg.table.{name}.id-columns or iceberg.tables.default-id-columns (a table "
-                             "that exists may name its identifier fields instead)")
-        if id_columns:
-            # Identifier fields must be required columns.
-            missing = [c for c in id_columns if c not in schema.names]
-            if missing:
-                raise TableError(f"cannot create table {name}: id columns {missing} are not in the first records "
-                                 f"(fields: {schema.names})")
-            schema = pa.schema([f.with_nullable(False) if f.name in id_columns else f for f in schema])
-        # A zone-less Arrow timestamp (Avro's local-timestamp) is Iceberg's timestamp, not timestamptz.
-        spark_type = from_arrow_schema(schema, prefer_timestamp_ntz=True)
-        shapes = self._spark.java_class("tabletopic.TableShapes")
-        iceberg_schema = shapes.icebergSchema(spark_type.json())
-        spec = self._spec(iceberg_schema, name)
-        props = {**CREATED_TABLE_PROPS, **self._config.auto_create_props}
-        self._ensure_namespace(name, ident)
-        try:
-            java = shapes.create(catalog, ident, iceberg_schema, spec, json.dumps(props))
-        except JAVA_ERRORS as exc:
-            kind = classify(exc)
-            if kind is JavaErrorKind.ALREADY_EXISTS:  # another daemon won the race
-                return catalog.loadTable(ident)
-            if kind is JavaErrorKind.NO_SUCH_NAMESPACE:  # dropped since: made again next time
-                self._namespaces.discard(_namespace_of(name))
-            raise
-        if id_columns:
-            self._spark.java_class("tabletopic.SinkWriter").setIdentifierFields(java, id_columns)
-        log.info("created table", table=name, partition_by=[str(p) for p in self._config.table(name).partition_by],
-                 columns=schema.names, identifier_fields=id_columns)
-        return java
-
-    def _ensure_namespace(self, table: str, ident: Any) -> None:
-        """REST and Glue catalogs refuse a table in a namespace nobody created; JDBC and hadoop make it."""
-        known = _namespace_of(table)
-        if not known or known in self._namespaces:
-            return
-        catalog = self.listing_catalog()  # Spark's caching wrapper has no namespace API
-        try:
-            namespace = ident.namespace()
-            if not catalog.namespaceExists(namespace):
-                catalog.createNamespace(namespace)
-                log.info("created namespace", namespace=namespace.toString())
-            self._namespaces.add(known)
-        except JAVA_ERRORS as exc:
-            # Another daemon made it first, or the catalog makes none (createTable decides then).
-            if classify(exc) not in (JavaErrorKind.ALREADY_EXISTS, JavaErrorKind.REFUSED):
-                raise
-        except Py4JError:  # a catalog without namespaces (no SupportsNamespaces): createTable decides
-            pass
-
-    def _spec(self, iceberg_schema: Any, name: str) -> Any:
-        fields: list[PartitionField] = self._config.table(name).partition_by
-        builder = self._spark.java_class("org.apache.iceberg.PartitionSpec").builderFor(iceberg_schema)
-        for f in fields:
-            try:
-                if f.transform == "identity":
-                    builder.identity(f.column)
-                elif f.transform in ("year", "month", "day", "hour"):
-                    getattr(builder, f.transform)(f.column)
-                elif f.transform == "bucket":
-                    builder.bucket(f.column, f.width)
-                elif f.transform == "truncate":
-                    builder.truncate(f.column, f.width)
-            except JAVA_ERRORS as exc:
-                raise TableError(
-                    f"cannot partition table {name} by {f}: {java_error_message(exc)} "
-                    f"(columns: {[c.name() for c in iceberg_schema.columns()]}); fix its partition-by"
-                ) from exc
-        return builder.build()
-
 
 def _with_iceberg_types(schema: pa.Schema, hidden: dict[str, str]) -> pa.Schema:
     """``schema`` with the Iceberg type of each column whose Arrow type does not tell it (a uuid is a string,

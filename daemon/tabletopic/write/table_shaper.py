@@ -26,11 +26,12 @@ from tabletopic.record_faults import bisect
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.arrow_conform import ConformError, conform
 from tabletopic.write.column_conversion import JAVA_RULES, ConversionRules
-from tabletopic.write.iceberg_tables import CatalogUnavailable, IcebergTables, TableError, TableHandle
+from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.java_errors import JAVA_ERRORS, JavaErrorKind, classify, java_error_message
 from tabletopic.write.new_columns import new_column_types
 from tabletopic.write.schema_evolution import EvolutionError, plan
 from tabletopic.write.schema_evolution import apply as apply_changes
+from tabletopic.write.table_handle import CatalogUnavailable, TableError, TableHandle
 
 log = structlog.get_logger(__name__)
 _EVOLVE_ATTEMPTS = 5

@@ -15,8 +15,8 @@ from tabletopic.buffer.table_buffer import Drained
 from tabletopic.convert.records import SinkRecords
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.file_writer import WrittenFiles
-from tabletopic.write.iceberg_tables import TableHandle
 from tabletopic.write.sink_writer import SinkWriter, shares
+from tabletopic.write.table_handle import TableHandle
 from tests.unit.fakes import TP0, metrics, run
 
 TABLE = "db.t"

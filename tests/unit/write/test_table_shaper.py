@@ -10,7 +10,7 @@ import pyarrow as pa
 from tabletopic.buffer.partition_ledger import PartitionLedger
 from tabletopic.convert.records import DELETE, SinkRecords
 from tabletopic.topic_partition import TopicPartition
-from tabletopic.write.iceberg_tables import TableError, TableHandle
+from tabletopic.write.table_handle import TableError, TableHandle
 from tabletopic.write.table_shaper import TableShaper
 from tests.unit.fakes import TP0, run
 
