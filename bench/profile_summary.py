@@ -20,7 +20,7 @@ PHASES: list[tuple[str, tuple[str, ...]]] = [
     ("decode fetched records (aiokafka, Faust's consumer thread)", ("fetch_raw", "_unpack_records", "Fetcher.")),
     ("convert (guards, JSON to Arrow)", ("JsonConverter.", "Staging._convert", "input_guard")),
     ("stage the rest (sizes, transforms, routing)", ("Staging.", "payload_sizes")),
-    ("take (continuity, RawRecords columns)", ("FaustConsumer._take", "_size")),
+    ("take (continuity, RawRecords columns)", ("RecordTaking.take", "fetch_bytes")),
     ("buffer (conform, table buffers)", ("SinkWriter.buffer", "SinkWriter.prepare", "TableBuffer.", "conform")),
     ("hand-off and writes (py4j)", ("FileWriter.", "SparkRuntime.", "JavaMember", "send_command")),
     ("commit protocol (worker, coordinator, channel)", ("tabletopic/commit/",)),

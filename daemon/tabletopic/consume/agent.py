@@ -13,7 +13,6 @@ import asyncio
 import collections
 import tempfile
 from collections.abc import Iterable
-from operator import attrgetter
 from typing import Any
 
 import faust
@@ -23,9 +22,9 @@ from faust.types import TP
 from tabletopic import scratch_files
 from tabletopic.commit.member import Member
 from tabletopic.config.connector import ConnectorConfig
-from tabletopic.config.worker import WorkerConfig, offset_reset
-from tabletopic.consume.batch_fetch import BatchingApp, Fetch
-from tabletopic.consume.continuity import STALE, Decision, decide
+from tabletopic.config.worker import WorkerConfig
+from tabletopic.consume.batch_fetch import Fetch
+from tabletopic.consume.continuity import STALE
 from tabletopic.consume.faust_aiokafka import (
     FetchSizes,
     commit_offsets,
@@ -33,15 +32,15 @@ from tabletopic.consume.faust_aiokafka import (
     paused_partitions,
     set_resubscribe_delay,
 )
+from tabletopic.consume.faust_app import faust_app
 from tabletopic.consume.group_offsets import GroupOffsetCommits, report_lag
+from tabletopic.consume.take import RecordTaking, fetch_bytes
 from tabletopic.consume.topic_watch import TopicWatch
-from tabletopic.convert.records import RawRecords
 from tabletopic.failed_records import RecordFailed
 from tabletopic.kafka_clients import KafkaClients
 from tabletopic.sink_task import SinkTask
 
 log = structlog.get_logger(__name__)
-_NEVER = 10**9  # Faust commit settings that, with acks off, keep Faust from committing at all
 _LAG_EVERY_S = 1.0
 # At stop, how long the group offsets of the last rounds may take: half of the runtime's bound on the
 # whole stop of the consumer (leaving the group needs the broker too).
@@ -68,35 +67,11 @@ class FaustConsumer:
         self._running.set()
         self._taking = asyncio.Lock()  # held while a fetch is being ingested
         self._tasks: list[asyncio.Task[None]] = []
-        self._taken_generation: dict[TP, int] = {}  # per partition, the seek generation of the last batch taken
-        session_s = worker.session_timeout_ms / 1000
-        overrides = {**worker.consumer_props, **config.consumer_overrides}
         # Faust makes its data directory at start even for in-memory tables: left to itself, it makes
         # <group>-data in the working directory of every process. Nothing in it outlives the consumer.
         self._datadir = tempfile.TemporaryDirectory(prefix=scratch_files.prefix("faust"))
-        self.app = BatchingApp(
-            config.group_id,
-            broker=[f"kafka://{server}" for server in worker.bootstrap_servers],
-            broker_credentials=clients.faust_credentials(),
-            web_enabled=False,
-            store="memory://",
-            datadir=self._datadir.name,
-            autodiscover=False,
-            topic_allow_declare=False,
-            topic_disable_leader=True,
-            broker_session_timeout=session_s,
-            broker_heartbeat_interval=worker.heartbeat_interval_ms / 1000,
-            # Kafka holds it in a 32-bit field of milliseconds: the Iceberg connector's tests set the commit
-            # timeout to Integer.MAX_VALUE.
-            broker_rebalance_timeout=min(2**31 - 1, max(60_000, 2 * config.commit_timeout_ms)) / 1000,
-            broker_commit_every=_NEVER,
-            broker_commit_interval=float(_NEVER),
-            broker_max_poll_records=config.max_poll_records,
-            consumer_auto_offset_reset=offset_reset(worker, config.consumer_overrides),
-            stream_wait_empty=False,
-            stream_buffer_maxsize=max(4096, config.max_poll_records * 2),
-            loghandlers=[],
-        )
+        self.app = faust_app(config, worker, clients, self._datadir.name)
+        self._records = RecordTaking(self.app, task.ledger, self.log)
         self._topic_kwargs: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw",
                                               "value_serializer": "raw", "acks": False}
         # Topics are subscribed by the app's conductor, by name; topics.regex is resolved to names by
@@ -105,6 +80,7 @@ class FaustConsumer:
         self.subscribed: set[str] = set()
         self._watch: TopicWatch | None = None
         if config.topics_regex is not None:
+            overrides = {**worker.consumer_props, **config.consumer_overrides}
             refresh_ms = int(overrides.get("metadata.max.age.ms", min(config.commit_interval_ms, 300_000)))
             self._watch = TopicWatch(clients, config.topics_regex, max(1.0, refresh_ms / 1000))
             # A topic found by the watch should be read within its interval, not after Faust's 45 s.
@@ -204,7 +180,7 @@ class FaustConsumer:
 
     # -- the agent --------------------------------------------------------------------------------
     async def _deliver(self, fetch: Fetch) -> None:
-        size = _size(fetch)  # once per fetch: the channel is first in, first out, so _consume pops it
+        size = fetch_bytes(fetch)  # once per fetch: the channel is first in, first out, so _consume pops it
         self._waiting.append(size)
         self.waiting_bytes += size
         await self.batches.put(fetch)
@@ -244,7 +220,7 @@ class FaustConsumer:
         # Judged in the same step as the ingest reads its position: an await before it would let a
         # rebalance or a rejected answer move the position between the two.
         with self.task.metrics.timed("take"):
-            raw = self._take(tp, messages, generation)
+            raw = self._records.take(tp, messages, generation)
         if raw is not None:
             await self.task.ingest(raw)
 
@@ -280,40 +256,6 @@ class FaustConsumer:
     def _fail(self, exc: BaseException) -> None:
         self.fatal = exc
         self.failed.set()
-
-    def _take(self, tp: TP, messages: list[Any], generation: int) -> RawRecords | None:
-        """A partition's fetched records, if they continue it where the sink stands (see continuity.py).
-
-        ``messages`` are aiokafka's record objects (see batch_fetch.py): timestamps in milliseconds.
-        """
-        position = self.task.ledger.position((tp.topic, tp.partition))
-        if position is not None and messages[0].offset < position:
-            # The tables already have these, or they were taken before a seek to here.
-            messages = [m for m in messages if m.offset >= position]
-            if not messages:
-                return None
-        first = messages[0].offset
-        decision = decide(position, first, generation, self.app.seek_generation.get(tp, 0), self.app.seek_queued(tp),
-                          self.app.between_fetches.get(tp), self._taken_generation.get(tp))
-        if decision is Decision.RESEEK:
-            self.log.warning("records arrived past a gap; reading the partition again from where the sink "
-                             "stands", topic=tp.topic, partition=tp.partition, expected=position, got=first)
-            assert position is not None
-            self.app.request_seek(tp, position)
-        if decision is not Decision.TAKE:
-            return None
-        if position is not None and first > position:
-            self.log.info("offsets skip records the log does not hold (compaction, transaction markers or "
-                          "retention)", topic=tp.topic, partition=tp.partition, expected=position, got=first)
-        self._taken_generation[tp] = generation
-        return RawRecords(
-            tp.topic, tp.partition,
-            list(map(_OFFSET, messages)),
-            list(map(_TIMESTAMP, messages)),
-            list(map(_KEY, messages)),
-            list(map(_VALUE, messages)),
-            list(map(_HEADERS, messages)),
-        )
 
     # -- rebalances -------------------------------------------------------------------------------
     async def _on_assigned(self, sender: Any, assigned: set[TP], **_: Any) -> None:
@@ -356,14 +298,3 @@ class FaustConsumer:
         offsets = {TP(t, p): o for (t, p), o in positions.items() if TP(t, p) in assignment}
         if offsets:
             await commit_offsets(self.app, offsets)
-
-
-# Record fields read without a Python step per record (map over C getters, not a comprehension).
-_OFFSET, _TIMESTAMP, _KEY, _VALUE, _HEADERS = (attrgetter(name) for name in
-                                               ("offset", "timestamp", "key", "value", "headers"))
-
-
-def _size(fetch: Fetch) -> int:
-    """Bytes of the values and keys of a fetch (what buffering them will roughly take)."""
-    return sum(sum(map(len, filter(None, map(_VALUE, records)))) + sum(map(len, filter(None, map(_KEY, records))))
-               for records in fetch[1].values())
