@@ -40,6 +40,7 @@ _LOGIN_MODULES = {"PLAIN": "PlainLoginModule", "SCRAM-SHA-256": "ScramLoginModul
                   "OAUTHBEARER": "OAuthBearerLoginModule"}
 ROLES = ("consumer", "producer", "admin")
 _SECURITY_PREFIXES = ("security.", "ssl.", "sasl.")
+_PROBE_AGAIN_S = 1.0  # between two start-up probes of brokers that did not answer
 _JAAS = re.compile(r"^\s*(?P<module>[\w.$]+)\s+(?:required|requisite|sufficient|optional)\s+(?P<options>.*?);?\s*$",
                    re.S)
 _OPTION = re.compile(r'(\w[\w.-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=\s|;|$)')
@@ -202,7 +203,21 @@ class KafkaClients:
 
     async def probe(self, role: str = "admin", timeout_s: float = 15.0) -> str | None:
         """Connect as a ``role`` client would; raise KafkaAccessError or KafkaUnavailable with the reason.
-        Returns the cluster's id, as the brokers report it (None if they do not say)."""
+        Returns the cluster's id, as the brokers report it (None if they do not say).
+
+        Brokers that do not answer are asked again for ``timeout_s`` in all, as a Kafka client retries:
+        a broker restarting, or a network blip, as the daemon starts does not stop it. A refusal of the
+        login or the TLS handshake is final at once."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while True:
+            try:
+                return await self._probe_once(role, max(1.0, deadline - asyncio.get_running_loop().time()))
+            except KafkaUnavailable:
+                if asyncio.get_running_loop().time() + _PROBE_AGAIN_S >= deadline:
+                    raise
+            await asyncio.sleep(_PROBE_AGAIN_S)
+
+    async def _probe_once(self, role: str, timeout_s: float) -> str | None:
         security = self.security(role)
         if security.context is not None:
             await self._probe_tls(security, timeout_s)

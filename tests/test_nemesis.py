@@ -1,0 +1,182 @@
+"""The network between the daemon and Kafka fails, over and over, under live traffic: connections reset
+and refused, traffic blackholed with sockets open, seconds of latency, and a SIGKILL among them.
+
+Every Kafka client goes through a fault proxy (tests/fault_proxy.py) that the broker advertises. The
+producer goes through it too, so it may fail sends or write a record twice: what each table must hold
+is read back from the topic's own log once the network heals. An append table holds every record of
+its topic once; an upsert table holds the last value of every key. The daemon's warnings and errors
+during the faults stay bounded by the number of faults, not their length.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from tabletopic.demo.broker import EmbeddedBroker, free_port
+from tests.fault_proxy import FaultProxy
+from tests.support import DaemonProcess, Warehouse, connector_props, create_topic, unique, wait_until, worker_props
+
+PARTITIONS = 4
+KEYS = 200
+LINES_PER_FAULT = 20  # warnings and errors the daemon may log for one fault (a broker down logged thousands)
+
+
+@pytest.fixture
+def proxy(tmp_path: Path) -> Iterator[FaultProxy]:
+    """A broker of its own, which sends every client to the proxy in front of it."""
+    port = free_port()
+    proxy = FaultProxy(port).start()
+    # The test's own producer and readers go through the faults too; their complaints are not the daemon's.
+    quiet = logging.getLogger("aiokafka")
+    level, quiet.level = quiet.level, logging.CRITICAL
+    with EmbeddedBroker(port=port, advertised_port=proxy.port, log_path=tmp_path / "tansu.log"):
+        yield proxy
+    proxy.stop()
+    quiet.setLevel(level)
+
+
+class _Traffic:
+    """Records produced in a thread through the proxy until stopped; sends that fail are counted and left."""
+
+    def __init__(self, bootstrap: str, events: str, accounts: str) -> None:
+        self._bootstrap, self._events, self._accounts = bootstrap, events, accounts
+        self._stop = threading.Event()
+        self.failed_sends = 0
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), name="traffic")
+
+    def start(self) -> _Traffic:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(120)
+
+    async def _run(self) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, acks="all", linger_ms=5,
+                                    request_timeout_ms=5000, retry_backoff_ms=200)
+        while True:
+            try:
+                await producer.start()
+                break
+            except Exception:  # the proxy may be refusing at this moment
+                await asyncio.sleep(0.5)
+        rng, seq = random.Random(7), 0
+        try:
+            while not self._stop.is_set():
+                sends = []
+                for _ in range(40):
+                    seq += 1
+                    key = rng.randrange(KEYS)
+                    sends.append(producer.send(self._events, json.dumps({"seq": seq}).encode(),
+                                               partition=seq % PARTITIONS))
+                    sends.append(producer.send(self._accounts, json.dumps({"id": key, "v": seq}).encode(),
+                                               key=str(key).encode(), partition=key % PARTITIONS))
+                for outcome in await asyncio.gather(*[_settled(s) for s in sends]):
+                    self.failed_sends += not outcome
+                await asyncio.sleep(0.1)
+        finally:
+            await producer.stop()
+
+
+async def _settled(send: Any) -> bool:
+    try:
+        await (await send)
+        return True
+    except Exception:
+        return False
+
+
+def _log(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    """Every record of ``topic`` in partition order, read to each partition's high watermark."""
+    async def go() -> list[dict[str, Any]]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+        await consumer.start()
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        by_partition: dict[int, list[dict[str, Any]]] = collections.defaultdict(list)
+        quiet = 0
+        try:
+            while quiet < 4:
+                batch = await consumer.getmany(timeout_ms=500)
+                for tp, records in batch.items():
+                    by_partition[tp.partition].extend(json.loads(r.value) for r in records)
+                done = True
+                for tp in tps:
+                    high = consumer.highwater(tp)
+                    done = done and high is not None and await consumer.position(tp) >= high
+                quiet = quiet + 1 if done and not batch else 0
+        finally:
+            await consumer.stop()
+        return [r for p in sorted(by_partition) for r in by_partition[p]]
+    return asyncio.run(go())
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.slow
+def test_kafka_network_faults_lose_and_duplicate_nothing_and_log_a_few_lines_each(
+        proxy: FaultProxy, warehouse: Warehouse, tmp_path: Path) -> None:
+    bootstrap = f"127.0.0.1:{proxy.port}"
+    events, accounts = unique("nemesis_events"), unique("nemesis_accounts")
+    for topic in (events, accounts):
+        create_topic(bootstrap, topic, PARTITIONS)
+    common = {"value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "true",
+              "iceberg.control.commit.interval-ms": "1500"}
+    append = connector_props("nemesis_append", events, "nemesis.events", warehouse, common)
+    upsert = connector_props("nemesis_upsert", accounts, "nemesis.accounts", warehouse, {
+        **common, "iceberg.tables.default-id-columns": "id", "iceberg.tables.upsert-mode-enabled": "true"})
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [append, upsert]).start()
+    traffic = _Traffic(bootstrap, events, accounts).start()
+    wait_until(lambda: warehouse.exists("nemesis.events") and warehouse.exists("nemesis.accounts"), 180,
+               "both tables created", daemon)
+
+    rng = random.Random(55)
+    faults = [lambda: proxy.reset(rng.uniform(3, 5)), lambda: proxy.blackhole(rng.uniform(3, 5)),
+              lambda: proxy.latency(rng.uniform(4, 6), rng.uniform(0.2, 0.5))]
+    for round_number in range(6):
+        faults[round_number % 3]()
+        if round_number == 3:
+            daemon.kill()  # a process fault among the network's
+            daemon.start()
+        time.sleep(rng.uniform(6, 9))  # heal, then traffic flows until the next fault
+    traffic.stop()
+
+    logged = _log(bootstrap, events)
+    changes = _log(bootstrap, accounts)
+    last = {c["id"]: c["v"] for c in changes}
+
+    def caught_up() -> bool:
+        if warehouse.rows("nemesis.events", "count(*)")[0][0] != len(logged):
+            return False
+        return {r[0]: r[1] for r in warehouse.rows("nemesis.accounts", "id, v")} == last
+    wait_until(caught_up, 240, "both tables equal to their topics' logs", daemon)
+
+    rows = collections.Counter(r[0] for r in warehouse.rows("nemesis.events", "seq"))
+    assert rows == collections.Counter(r["seq"] for r in logged)  # every record of the log once, and nothing else
+    assert len(warehouse.rows("nemesis.accounts", "id")) == len(last)
+    for table in ("nemesis.events", "nemesis.accounts"):
+        warehouse.assert_intact(table)
+    assert daemon.alive()
+
+    lines = [json.loads(line) for line in daemon.output().splitlines() if line.startswith("{")]
+    loud = [line for line in lines if line.get("level") in ("warning", "error", "critical")]
+    by_kind = collections.Counter((line.get("logger"), str(line.get("event"))[:60]) for line in loud)
+    print(f"faults: {[(f.kind, round(f.seconds, 1)) for f in proxy.faults]} and a SIGKILL; records: "
+          f"{len(logged)} appended, {len(changes)} changes of {len(last)} keys; sends that failed: "
+          f"{traffic.failed_sends}; warnings and errors logged: {len(loud)}")
+    for kind, count in by_kind.most_common(15):
+        print(f"    {count:5} {kind}")
+    assert len(loud) <= LINES_PER_FAULT * (len(proxy.faults) + 1), by_kind.most_common(15)
