@@ -6,7 +6,8 @@ Every connection to the proxy is relayed to the server. On request it:
   ones for a while, as a server that is down does;
 - **blackholes** traffic: sockets stay open and nothing crosses either way until it ends, as a
   partitioned network does (the bytes are held, not dropped: TCP delivers them once it heals);
-- adds **latency** to every chunk relayed.
+- adds **latency** to every chunk relayed;
+- answers **HTTP errors** in the server's place (S3's ``503 SlowDown``) to a share of new connections.
 
 It runs its own event loop in a thread, so a test drives it with plain calls while its daemon runs in
 another process. Each fault is kept in :attr:`FaultProxy.faults`.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import socket
 import threading
 import time
@@ -36,8 +38,11 @@ class FaultProxy:
         self.backend_port = backend_port
         self.port = port or _free_port()
         self.faults: list[Fault] = []
-        self._refuse_until = self._hole_until = self._slow_until = 0.0
-        self._delay_s = 0.0
+        # What the faults did: connections cut (reset or refused), requests answered 503, relayed at all.
+        self.cut = self.answered_503 = self.relayed = 0
+        self._refuse_until = self._hole_until = self._slow_until = self._errors_until = 0.0
+        self._delay_s = self._error_share = 0.0
+        self._random = random.Random(port or 0)
         self._writers: set[asyncio.StreamWriter] = set()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"fault-proxy-{self.port}", daemon=True)
@@ -64,6 +69,7 @@ class FaultProxy:
         """Reset every connection now, and refuse new ones for ``refuse_s``."""
         def cut() -> None:
             self._refuse_until = time.monotonic() + refuse_s
+            self.cut += len(self._writers) // 2
             for writer in list(self._writers):
                 writer.transport.abort()
         self._loop.call_soon_threadsafe(cut)
@@ -79,11 +85,28 @@ class FaultProxy:
         self._delay_s, self._slow_until = delay_s, time.monotonic() + seconds
         self.faults.append(Fault("latency", time.monotonic(), seconds))
 
+    def http_errors(self, seconds: float, share: float) -> None:
+        """For ``seconds``, answer ``share`` of new connections' first request with S3's 503 SlowDown in
+        the server's place. Open connections are reset first, so that clients connect anew."""
+        def begin() -> None:
+            self._error_share, self._errors_until = share, time.monotonic() + seconds
+            self.cut += len(self._writers) // 2
+            for writer in list(self._writers):
+                writer.transport.abort()
+        self._loop.call_soon_threadsafe(begin)
+        self.faults.append(Fault("http 503", time.monotonic(), seconds))
+
     # -- relay --------------------------------------------------------------------------------------
     async def _relay(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         if time.monotonic() < self._refuse_until:
+            self.cut += 1
             client_writer.transport.abort()
             return
+        if time.monotonic() < self._errors_until and self._random.random() < self._error_share:
+            self.answered_503 += 1
+            await _slow_down(client_reader, client_writer)
+            return
+        self.relayed += 1
         try:
             server_reader, server_writer = await asyncio.open_connection("127.0.0.1", self.backend_port)
         except OSError:
@@ -108,6 +131,20 @@ class FaultProxy:
                 await writer.drain()
         # One side closed: so does the other, as a relay that holds no state must.
         writer.transport.abort()
+
+
+_SLOW_DOWN = (b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code>"
+              b"<Message>Please reduce your request rate.</Message></Error>")
+
+
+async def _slow_down(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """S3's answer to a client it throttles, after reading the request's head; then the connection closes."""
+    with contextlib.suppress(OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError):
+        await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        writer.write(b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nConnection: close\r\n"
+                     b"Content-Length: " + str(len(_SLOW_DOWN)).encode() + b"\r\n\r\n" + _SLOW_DOWN)
+        await writer.drain()
+    writer.close()
 
 
 def _free_port() -> int:

@@ -13,10 +13,14 @@ Logging is process-wide by nature: the CLI calls :func:`configure_logging` once.
 
 from __future__ import annotations
 
+import io
 import logging
+import os
 import re
+import select
 import sys
 import threading
+from collections.abc import Iterator
 from typing import IO
 
 import structlog
@@ -31,6 +35,11 @@ QUIET_LOGGERS = ("faust", "mode", "aiokafka", "py4j", "kafka", "tabletopic.consu
 # through the "spark" logger).
 LIBRARY_LOGGERS = ("faust", "mode", "aiokafka", "py4j", "kafka", "spark")
 _LOG4J = re.compile(r"^\S+ \S+ (?P<level>TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (?P<logger>[^:\s]+): (?P<message>.*)$")
+# A throwable's lines: its class (with its message), its frames, its causes.
+_TRACE = re.compile(r"^(\s|Caused by:|Suppressed:|(java|org|scala|py4j)\."
+                    r"|[\w$]+(\.[\w$]+)+(Exception|Error|Throwable)\b)")
+_TRACE_LINES = 60  # of one stack trace, logged; the rest are counted
+_PAUSE_S = 0.2  # a JVM silent this long has finished the record it was writing
 _LOG4J_LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
                  "ERROR": logging.ERROR, "FATAL": logging.CRITICAL}
 
@@ -80,31 +89,76 @@ def relay_lines(stream: IO[bytes], logger_name: str = "spark", expected: tuple[s
     """Log every line of ``stream`` (the JVM's output) until it closes, on a thread of its own.
 
     The pipe must always be drained, or the JVM blocks on a full pipe: the thread reads to the end
-    whatever the level lets through. Lines containing one of ``expected`` are warnings about the way
-    tabletopic uses the JVM on purpose: they, and the stack trace after them, go to DEBUG.
+    whatever the level lets through. A log4j line and the stack trace after it are one record (a
+    trace of fifty frames was fifty warnings), logged once the trace ends or the JVM pauses. Lines
+    containing one of ``expected`` are warnings about the way tabletopic uses the JVM on purpose:
+    they, and the stack trace after them, go to DEBUG.
     """
     logger = logging.getLogger(logger_name)
 
     def pump() -> None:
-        level = logging.INFO
-        for raw in iter(stream.readline, b""):
-            line = raw.decode(errors="replace").rstrip()
+        level, record, extra = logging.INFO, list[str](), dict[str, str]()
+
+        def flush() -> None:
+            if record:
+                kept = record[:_TRACE_LINES] + ([f"\t... {len(record) - _TRACE_LINES} more"]
+                                                if len(record) > _TRACE_LINES else [])
+                logger.log(level, "\n".join(kept), extra=extra)
+                record.clear()
+
+        for line in _lines(stream):
+            if line is None:  # nothing came for a moment: what is held is whole
+                flush()
+                continue
             if not line:
                 continue
             match = _LOG4J.match(line)
             quiet = any(e in line for e in expected)
-            if match is None:
-                # A stack trace's lines go with the line they follow; anything else (spark-submit's notes) is INFO.
-                continues = line.startswith(("\t", " ", "Caused by:", "java.", "org.", "scala.", "py4j."))
-                logger.log(logging.DEBUG if quiet else level if continues else logging.INFO, line)
-            else:
+            if match is not None:
+                flush()
                 level = logging.DEBUG if quiet else _LOG4J_LEVELS[match.group("level")]
-                logger.log(level, match.group("message"), extra={"jvm_logger": match.group("logger")})
+                record.append(match.group("message"))
+                extra = {"jvm_logger": match.group("logger")}
+            elif _TRACE.match(line):
+                # A throwable (its class and message, whatever its package) and its trace go with the
+                # line they follow.
+                if record:
+                    record.append(line)
+                else:
+                    logger.log(logging.DEBUG if quiet else level, line)
+            else:  # anything else (spark-submit's notes) is INFO
+                flush()
+                logger.log(logging.DEBUG if quiet else logging.INFO, line)
+        flush()
         stream.close()
 
     thread = threading.Thread(target=pump, name=f"{logger_name}-log", daemon=True)
     thread.start()
     return thread
+
+
+def _lines(stream: IO[bytes]) -> Iterator[str | None]:
+    """``stream``'s lines, and None whenever nothing came for a moment (a pipe only: a file has no pauses)."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, io.UnsupportedOperation):
+        for raw in iter(stream.readline, b""):
+            yield raw.decode(errors="replace").rstrip()
+        return
+    pending = b""
+    while True:
+        ready, _, _ = select.select([fd], [], [], _PAUSE_S)
+        if not ready:
+            yield None
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        *lines, pending = (pending + chunk).split(b"\n")
+        for raw in lines:
+            yield raw.decode(errors="replace").rstrip()
+    if pending:
+        yield pending.decode(errors="replace").rstrip()
 
 
 LEVEL_NAMES = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARN", logging.ERROR: "ERROR",
