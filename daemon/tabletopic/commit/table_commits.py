@@ -30,6 +30,7 @@ from tabletopic.route.table_feeds import TableFeeds
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.java_errors import JAVA_ERRORS, classify, java_error_message
+from tabletopic.write.table_handle import CatalogUnavailable, TableError
 from tabletopic.write.write_result import TableFiles
 
 log = structlog.get_logger(__name__)
@@ -86,9 +87,18 @@ class TableCommits:
         """Every table this coordinator knows of (and ``names``), with the offsets it records now."""
         for table in {*names, *self._tables.known(), *self._static}:
             if table not in self._offsets:
-                with contextlib.suppress(Exception):  # a table that does not exist yet records nothing
+                try:
                     self._offsets[table] = self._tables.recorded(table, self._group_id).offsets
-                    self._last_commit.setdefault(table, self._rounds)
+                except TableError:  # a table that does not exist yet records nothing
+                    continue
+                except (CatalogUnavailable, *JAVA_ERRORS) as exc:
+                    # Read again next time. Judged as recording nothing meanwhile, which is safe: a commit to
+                    # it checks the offsets it expects against the table itself, and is fenced if they differ.
+                    why = exc if isinstance(exc, CatalogUnavailable) else java_error_message(exc)
+                    self._log.warning("cannot read what a table records; read again next round", table=table,
+                                      error=str(why))
+                    continue
+                self._last_commit.setdefault(table, self._rounds)
         return {t: dict(o) for t, o in self._offsets.items()}
 
     def reset(self) -> None:
