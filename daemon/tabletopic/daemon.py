@@ -69,7 +69,7 @@ class Daemon:
         self._owns_spark = spark is None
         self.jvm_liveness = JvmLiveness(self.spark)
         self.kafka = KafkaClients(worker.bootstrap_servers, worker.raw)
-        self.registry = new_registry(lambda: self.spark.jvm if self.spark.started else None)
+        self.registry = new_registry(self.spark.heap_bytes)
         self._board_factory = board or (lambda worker_id: LocalStatusBoard())
         self.worker_id = _advertised(worker, None)
         self.herder = Herder(worker, self.worker_id, store, LocalStatusBoard(), self.spark, self.kafka,

@@ -193,18 +193,13 @@ class _FreshnessCollector(Collector):
 
 
 class _JvmMemoryCollector(Collector):
-    def __init__(self, jvm: Callable[[], object | None]) -> None:
-        self._jvm = jvm
+    def __init__(self, heap: Callable[[], dict[str, int] | None]) -> None:
+        self._heap = heap  # by area (used, committed, max); None while no JVM runs
 
     def collect(self) -> Iterator[Metric]:
         family = GaugeMetricFamily("tabletopic_jvm_memory_bytes", "Spark driver JVM heap", labels=["area"])
-        jvm = self._jvm()
-        if jvm is not None:
-            runtime = jvm.java.lang.Runtime.getRuntime()  # type: ignore[attr-defined]
-            total, free = int(runtime.totalMemory()), int(runtime.freeMemory())
-            family.add_metric(["used"], total - free)
-            family.add_metric(["committed"], total)
-            family.add_metric(["max"], int(runtime.maxMemory()))
+        for area, size in (self._heap() or {}).items():
+            family.add_metric([area], size)
         yield family
 
 
@@ -235,11 +230,11 @@ def connector_states(states: Callable[[], dict[str, tuple[str, bool]]]) -> Colle
     return _ConnectorStates(states)
 
 
-def new_registry(jvm: Callable[[], object | None]) -> CollectorRegistry:
+def new_registry(heap: Callable[[], dict[str, int] | None]) -> CollectorRegistry:
     """A daemon's registry: process metrics (RSS, CPU, fds) and the JVM heap, plus each connector's."""
     registry = CollectorRegistry(auto_describe=True)
     ProcessCollector(namespace="tabletopic", pid=lambda: os.getpid(), registry=registry)
-    registry.register(_JvmMemoryCollector(jvm))
+    registry.register(_JvmMemoryCollector(heap))
     return registry
 
 

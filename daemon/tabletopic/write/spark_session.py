@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 import structlog
 from py4j.java_gateway import JavaClass
+from py4j.protocol import Py4JError
 from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, SparkSession
@@ -154,6 +155,18 @@ class SparkRuntime:
         session = self._session
         if session is not None:
             session.sparkContext._jvm.java.lang.System.nanoTime()
+
+    def heap_bytes(self) -> dict[str, int] | None:
+        """The driver JVM's heap: used, committed and max bytes; None before it starts."""
+        session = self._session
+        if session is None:
+            return None
+        try:
+            runtime = session.sparkContext._jvm.java.lang.Runtime.getRuntime()
+            total, free = int(runtime.totalMemory()), int(runtime.freeMemory())
+            return {"used": total - free, "committed": total, "max": int(runtime.maxMemory())}
+        except Py4JError:  # the JVM is gone: a scrape shows no heap rather than failing
+            return None
 
     def jvm_pid(self) -> int | None:
         proc = getattr(SparkContext._gateway, "proc", None)
