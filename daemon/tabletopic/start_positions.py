@@ -32,6 +32,11 @@ def table_reader(tables: IcebergTables, group_id: str) -> Callable[[str], Record
 
 
 class StartPositions:
+    """Where each assigned partition starts reading, decided from the tables, the consumer group and the
+    Java sink's offsets. Runs on the event loop, its table reads in threads (with the outages' retries);
+    records of a partition wait at its gate while its start is being decided.
+    """
+
     def __init__(self, config: ConnectorConfig, tables: IcebergTables, ledger: PartitionLedger,
                  writer: SinkWriter, read_table: Callable[[str], Recorded], group_offsets: GroupOffsets,
                  outages: SystemOutages, log: Any, feeds: TableFeeds) -> None:

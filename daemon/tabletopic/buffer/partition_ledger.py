@@ -19,6 +19,9 @@ Raised = list[tuple[str, TopicPartition, int]]  # (table, partition, new floor):
 
 
 class PartitionLedger:
+    """Each partition's position, what the tables record and where uncommitted rows begin. Event loop only,
+    but for :meth:`read_recorded`, which touches no state."""
+
     def __init__(self, read_recorded: Callable[[str], dict[TopicPartition, int]]) -> None:
         self._read_recorded = read_recorded  # reads what a table records, from its snapshots
         self._positions: dict[TopicPartition, int] = {}

@@ -53,6 +53,9 @@ class ControlTopicShared(RuntimeError):
 
 
 class Channel:
+    """The Kafka clients of the control topic: it sends events and hands those it reads to the roles.
+    Runs on the event loop; owns its reader task and cancels it at close."""
+
     def __init__(self, clients: KafkaClients, topic: str, connector: str,
                  on_skipped: Callable[[], None] = lambda: None, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.topic = topic

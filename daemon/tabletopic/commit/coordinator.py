@@ -51,6 +51,12 @@ class CoordinatorTables(Protocol):
 
 
 class Coordinator:
+    """The commit coordinator's role, played by the member that leads the control group: it gathers the
+    workers' answers each round, judges them against what the tables record, and commits every table.
+
+    Runs on the event loop; its table reads and commits run on the pools of its :class:`CoordinatorTables`.
+    """
+
     def __init__(self, connector: str, member: str, channel: Sender, tables: CoordinatorTables,
                  metrics: SinkMetrics, interval_s: float, timeout_s: float,
                  clock: Callable[[], float] = time.monotonic, maintenance: MaintenanceRuns | None = None,

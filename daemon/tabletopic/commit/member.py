@@ -36,6 +36,9 @@ _HELD = 16
 
 
 class Member:
+    """One connector's member of its control group: the worker role always, the coordinator's while it
+    leads. Owns both roles' tasks, cancels and awaits them; runs on the event loop."""
+
     def __init__(self, connector: str, channel: Channel, sink: WorkerSink, tables: CoordinatorTables,
                  metrics: SinkMetrics, interval_s: float, timeout_s: float, stall_intervals: int,
                  maintenance: TableMaintenance | None = None, max_refusals: int = 3,

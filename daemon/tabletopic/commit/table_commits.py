@@ -51,6 +51,11 @@ class RoundOutcome:
 
 
 class TableCommits:
+    """What the coordinator commits and reads of its tables. Runs on the event loop; the commits run on
+    its commit pool (one table a thread) and the reads on its read pool (:meth:`off_loop`), never both
+    on one table's state at once: the coordinator's round lock keeps them apart.
+    """
+
     def __init__(self, tables: IcebergTables, committer: TableCommitter, metrics: SinkMetrics, group_id: str,
                  static_tables: list[str], refresh_rounds: int, timeout_s: float, threads: int,
                  feeds: TableFeeds) -> None:

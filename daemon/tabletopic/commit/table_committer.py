@@ -74,6 +74,9 @@ class CommitResult:
 
 
 class TableCommitter:
+    """One table's commit through the Java writer: its offsets checked, its files and summary committed.
+    Called from the commit pool's threads, several tables at once: it keeps no state between commits."""
+
     def __init__(self, spark: SparkRuntime, connector: str, group_id: str,
                  on_retry: Callable[[str], None] | None = None,
                  positions: Callable[[str], AbstractContextManager[int]] = lambda table: nullcontext(0),

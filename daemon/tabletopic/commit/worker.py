@@ -55,6 +55,9 @@ class _InFlight:
 
 
 class Worker:
+    """The worker's role: at each round's start it has its sink write what it buffered and answers with
+    the files. Runs on the event loop; the writes run on the sink's pool."""
+
     def __init__(self, connector: str, member: str, channel: Sender, sink: WorkerSink, resend_after_s: float,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.connector = connector

@@ -52,6 +52,9 @@ _PARTITIONS_AT_ONCE = 64
 
 
 class FaustConsumer:
+    """The connector's consumer: the Faust app, its agent and its rebalance hooks. Runs on the event loop;
+    owns the lag and topic-watch tasks and cancels them at stop."""
+
     def __init__(self, config: ConnectorConfig, worker: WorkerConfig, clients: KafkaClients, task: SinkTask,
                  member: Member) -> None:
         self.config = config

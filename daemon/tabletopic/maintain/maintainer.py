@@ -35,6 +35,9 @@ POOL = "tabletopic-maintenance"
 
 
 class Maintainer:
+    """Looks at each table and runs the maintenance its plan asks for, one table at a time on a thread
+    of its own; the coordinator starts a look between rounds and waits for none."""
+
     def __init__(self, connector: str, group_id: str, tables: IcebergTables, settings: MaintenanceSettings,
                  metrics: SinkMetrics, names: Callable[[], Iterable[str]],
                  enabled: Callable[[str], bool] = lambda table: True,
