@@ -54,6 +54,7 @@ class SystemOutages:
         self.in_a_row += 1
         if self.in_a_row == 1:
             self._since = now
+            self._metrics.system_unavailable.set(1)
         self.last_error = str(exc)
         self._metrics.catalog_failures.inc()
         if self.in_a_row >= self._max_in_a_row and self._timeout_s >= 0:
@@ -78,6 +79,7 @@ class SystemOutages:
         if self.in_a_row:
             self._log.info("the system the sink needs answers again", failures=self.in_a_row,
                            out_for_s=round(self._clock() - self._since), last_error=self.last_error)
+            self._metrics.system_unavailable.set(0)
             self.in_a_row = 0
 
     async def read(self, read: Callable[[], T]) -> T:

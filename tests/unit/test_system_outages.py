@@ -63,14 +63,17 @@ def test_an_outage_logs_once_when_it_starts_a_summary_a_minute_and_once_when_it_
     (at 60 s, 120 s ... 480 s) and one info line, not a hundred warnings."""
     now = [0.0]
     log = _Lines()
+    sink = metrics()
 
     async def main() -> None:
-        outages = SystemOutages(1000, metrics(), log, retry_delay_max_ms=1, clock=lambda: now[0])
+        outages = SystemOutages(1000, sink, log, retry_delay_max_ms=1, clock=lambda: now[0])
         for _ in range(100):
             await outages.failed(CatalogUnavailable("catalog down: connection refused"))
+            assert sink.system_unavailable._value.get() == 1  # the metric carries the state meanwhile
             now[0] += 5.0
         outages.recovered()
         outages.recovered()  # work that goes on afterwards logs nothing more
+        assert sink.system_unavailable._value.get() == 0
 
     asyncio.run(main())
     levels = [level for level, _, _ in log.lines]

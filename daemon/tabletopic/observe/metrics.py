@@ -58,6 +58,9 @@ class _Families:
                                         "Catalog, storage or Schema Registry failures while converting records or "
                                         "opening, creating or evolving a table (the records are read again, never "
                                         "dead-lettered)")
+        self.system_unavailable = gauge("tabletopic_system_unavailable",
+                                        "1 while a system the sink needs (catalog, storage, Schema Registry) does "
+                                        "not answer: records wait to be read again; 0 once it answers")
         self.rounds = counter("tabletopic_rounds", "Commit rounds run", ["reason"])
         # The earlier name of tabletopic_rounds_total, kept for dashboards and alerts that use it.
         self.barriers = counter("tabletopic_barriers", "Commit rounds run (the earlier name of tabletopic_rounds)",
