@@ -40,6 +40,7 @@ class SystemOutages:
         self._backoff_until = 0.0  # when the backoff being waited out ends
         self._since = 0.0  # when the outage's first failure came
         self._told = 0.0  # when the outage was last logged
+        metrics.system_unavailable.set(0)  # exported from the start: a dashboard shows 0, not "no data"
 
     async def failed(self, exc: SystemUnavailable) -> None:
         """Count ``exc`` and wait out its backoff; raise once tabletopic.catalog.max-consecutive-failures is reached.
