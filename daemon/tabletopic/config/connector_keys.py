@@ -164,7 +164,8 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "Tables committed in parallel in a round. A commit mostly waits (on storage, the catalog, and 10 ms "
         "polls inside Iceberg), so more threads than cores pay off with many tables: at 1,000 tables on two "
         "cores 8 made a round 4 s shorter than 2, and 16 no shorter than 8. Each thread holds a catalog "
-        "connection while it commits. Tables met for the first time are loaded or created as many at once.",
+        "connection while it commits. Tables met for the first time are loaded or created, and schemas evolved, "
+        "as many at once, on a pool of their own.",
         minimum=1),
     Key("iceberg.control.commit.max-consecutive-failures", KeyType.INT, None,
         "As the Iceberg sink's (its main branch): a table whose commit fails with a conflict (Iceberg's "
@@ -205,7 +206,8 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "Writes a round runs at once, each taking a share of the round's tables (by bytes). With a local "
         "master, a table's rows that fit one Spark task are written on the driver with no job; the rest of a "
         "share go in one job. So with many tables a round pays a job's fixed cost at most this many times, not "
-        "once per table, and one write's hand-off of rows overlaps another's writing.", minimum=1),
+        "once per table, and one write's hand-off of rows overlaps another's writing. The writes run on a pool of "
+        "this many threads of their own.", minimum=1),
     Key("tabletopic.write.parquet-encoder", KeyType.STRING, "auto",
         "Who encodes data and equality-delete files. arrow: Arrow's C++ Parquet writer in the daemon's "
         "process, for files it can write as Iceberg's writer does (not encrypted, no uuid, fixed or time "
