@@ -10,24 +10,21 @@ during the faults stay bounded by the number of faults, not their length.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import json
 import logging
 import random
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from tabletopic.demo.broker import EmbeddedBroker, free_port
 from tabletopic.demo.lake_servers import MotoLake
 from tabletopic.write.spark_session import SparkRuntime
 from tests.fault_proxy import FaultProxy
+from tests.nemesis_traffic import KEYS, PARTITIONS, Traffic, fold, read_log
 from tests.support import (
     DaemonProcess,
     Warehouse,
@@ -39,8 +36,6 @@ from tests.support import (
     worker_props,
 )
 
-PARTITIONS = 4
-KEYS = 200
 LINES_PER_FAULT = 20  # warnings and errors the daemon may log for one fault (a broker down logged thousands)
 
 
@@ -58,84 +53,6 @@ def proxy(tmp_path: Path) -> Iterator[FaultProxy]:
     quiet.setLevel(level)
 
 
-class _Traffic:
-    """Records produced in a thread through the proxy until stopped; sends that fail are counted and left."""
-
-    def __init__(self, bootstrap: str, events: str, accounts: str) -> None:
-        self._bootstrap, self._events, self._accounts = bootstrap, events, accounts
-        self._stop = threading.Event()
-        self.failed_sends = 0
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), name="traffic")
-
-    def start(self) -> _Traffic:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(120)
-
-    async def _run(self) -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, acks="all", linger_ms=5,
-                                    request_timeout_ms=5000, retry_backoff_ms=200)
-        while True:
-            try:
-                await producer.start()
-                break
-            except Exception:  # the proxy may be refusing at this moment
-                await asyncio.sleep(0.5)
-        rng, seq = random.Random(7), 0
-        try:
-            while not self._stop.is_set():
-                sends = []
-                for _ in range(40):
-                    seq += 1
-                    key = rng.randrange(KEYS)
-                    sends.append(producer.send(self._events, json.dumps({"seq": seq}).encode(),
-                                               partition=seq % PARTITIONS))
-                    sends.append(producer.send(self._accounts, json.dumps({"id": key, "v": seq}).encode(),
-                                               key=str(key).encode(), partition=key % PARTITIONS))
-                for outcome in await asyncio.gather(*[_settled(s) for s in sends]):
-                    self.failed_sends += not outcome
-                await asyncio.sleep(0.1)
-        finally:
-            await producer.stop()
-
-
-async def _settled(send: Any) -> bool:
-    try:
-        await (await send)
-        return True
-    except Exception:
-        return False
-
-
-def _log(bootstrap: str, topic: str) -> list[dict[str, Any]]:
-    """Every record of ``topic`` in partition order, read to each partition's high watermark."""
-    async def go() -> list[dict[str, Any]]:
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
-        await consumer.start()
-        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        by_partition: dict[int, list[dict[str, Any]]] = collections.defaultdict(list)
-        quiet = 0
-        try:
-            while quiet < 4:
-                batch = await consumer.getmany(timeout_ms=500)
-                for tp, records in batch.items():
-                    by_partition[tp.partition].extend(json.loads(r.value) for r in records)
-                done = True
-                for tp in tps:
-                    high = consumer.highwater(tp)
-                    done = done and high is not None and await consumer.position(tp) >= high
-                quiet = quiet + 1 if done and not batch else 0
-        finally:
-            await consumer.stop()
-        return [r for p in sorted(by_partition) for r in by_partition[p]]
-    return asyncio.run(go())
-
-
 @pytest.mark.timeout(600)
 @pytest.mark.slow
 def test_kafka_network_faults_lose_and_duplicate_nothing_and_log_a_few_lines_each(
@@ -150,7 +67,7 @@ def test_kafka_network_faults_lose_and_duplicate_nothing_and_log_a_few_lines_eac
     upsert = connector_props("nemesis_upsert", accounts, "nemesis.accounts", warehouse, {
         **common, "iceberg.tables.default-id-columns": "id", "iceberg.tables.upsert-mode-enabled": "true"})
     daemon = DaemonProcess(tmp_path, worker_props(bootstrap), [append, upsert]).start()
-    traffic = _Traffic(bootstrap, events, accounts).start()
+    traffic = Traffic(bootstrap, events, accounts).start()
     wait_until(lambda: warehouse.exists("nemesis.events") and warehouse.exists("nemesis.accounts"), 180,
                "both tables created", daemon)
 
@@ -165,9 +82,9 @@ def test_kafka_network_faults_lose_and_duplicate_nothing_and_log_a_few_lines_eac
         time.sleep(rng.uniform(6, 9))  # heal, then traffic flows until the next fault
     traffic.stop()
 
-    logged = _log(bootstrap, events)
-    changes = _log(bootstrap, accounts)
-    last = {c["id"]: c["v"] for c in changes}
+    logged = read_log(bootstrap, events)
+    changes = read_log(bootstrap, accounts)
+    last = fold(changes)
 
     def caught_up() -> bool:
         if warehouse.rows("nemesis.events", "count(*)")[0][0] != len(logged):
