@@ -143,7 +143,11 @@ def _run(args: argparse.Namespace, rng: random.Random, root: Path, kafka: FaultP
         return True
 
     traffic = Traffic(bootstrap, events, changes, batch=50, deletes=True).start()
-    _wait(lambda: caught_up(dict(traffic.acked)) and bool(traffic.acked), RECOVERY_S, daemon)
+    # The traffic goes on while the tables catch up: each wait is for what was acknowledged when it began.
+    _wait(lambda: bool(traffic.acked), RECOVERY_S, daemon)
+    if not _wait(partial(caught_up, dict(traffic.acked)), RECOVERY_S, daemon):
+        print("the tables never caught up before the first fault", flush=True)
+        return 1
     faults: list[FaultRun] = []
     restarts = 0
     ends = time.monotonic() + args.minutes * 60
