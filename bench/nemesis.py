@@ -142,48 +142,63 @@ def _run(args: argparse.Namespace, rng: random.Random, root: Path, kafka: FaultP
                 return False
         return True
 
-    traffic = Traffic(bootstrap, events, changes, batch=50, deletes=True).start()
-    # The traffic goes on while the tables catch up: each wait is for what was acknowledged when it began.
-    _wait(lambda: bool(traffic.acked), RECOVERY_S, daemon)
-    if not _wait(partial(caught_up, dict(traffic.acked)), RECOVERY_S, daemon):
-        print("the tables never caught up before the first fault", flush=True)
-        return 1
-    faults: list[FaultRun] = []
-    restarts = 0
-    ends = time.monotonic() + args.minutes * 60
-    while time.monotonic() < ends:
-        kind = rng.choice(["kafka reset", "kafka blackhole", "kafka latency", "s3 503", "s3 reset", "s3 blackhole",
-                           "glue reset", "glue blackhole", "daemon sigkill", "jvm sigkill"])
-        seconds = rng.uniform(3, 8)
-        run = FaultRun(kind, time.time(), seconds)
-        target, what = kind.split()
-        proxy = {"kafka": kafka, "s3": s3, "glue": glue}.get(target)
-        if proxy is not None:
-            _inject(proxy, what, seconds, rng)
-            time.sleep(seconds)
-        elif target == "daemon":
+    try:
+        return _faults(args, rng, daemon, caught_up, kafka, s3, glue, root, bootstrap, events, changes, dlq, tables,
+                       readers, moto)
+    finally:
+        if daemon.alive():
             daemon.kill()
-            daemon.start()
-            restarts += 1
-        else:
-            jvm = _jvm_of(daemon.proc.pid) if daemon.proc is not None else None
-            if jvm is not None:
-                os.kill(jvm, signal.SIGKILL)
-                code = daemon.wait(120)
-                run.kind = f"jvm sigkill (daemon exit {code})"
+
+
+def _faults(args: argparse.Namespace, rng: random.Random, daemon: DaemonProcess,
+            caught_up: Callable[[dict[tuple[str, int], int]], bool], kafka: FaultProxy, s3: FaultProxy,
+            glue: FaultProxy, root: Path, bootstrap: str, events: str, changes: str, dlq: str,
+            tables: dict[str, str], readers: dict[str, object], moto: MotoLake) -> int:
+    traffic = Traffic(bootstrap, events, changes, batch=50, deletes=True).start()
+    try:
+        # The traffic goes on while the tables catch up: each wait is for what was acknowledged when it began.
+        _wait(lambda: bool(traffic.acked), RECOVERY_S, daemon)
+        if not _wait(partial(caught_up, dict(traffic.acked)), RECOVERY_S, daemon):
+            print("the tables never caught up before the first fault", flush=True)
+            return 1
+        faults: list[FaultRun] = []
+        restarts = 0
+        ends = time.monotonic() + args.minutes * 60
+        while time.monotonic() < ends:
+            kind = rng.choice(["kafka reset", "kafka blackhole", "kafka latency", "s3 503", "s3 reset", "s3 blackhole",
+                               "glue reset", "glue blackhole", "daemon sigkill", "jvm sigkill"])
+            seconds = rng.uniform(3, 8)
+            run = FaultRun(kind, time.time(), seconds)
+            target, what = kind.split()
+            proxy = {"kafka": kafka, "s3": s3, "glue": glue}.get(target)
+            if proxy is not None:
+                _inject(proxy, what, seconds, rng)
+                time.sleep(seconds)
+            elif target == "daemon":
+                daemon.kill()
                 daemon.start()
                 restarts += 1
-        run.healed = time.time()
-        if _wait(partial(caught_up, dict(traffic.acked)), RECOVERY_S, daemon, restart=True):
-            run.recovered = time.time()
-        faults.append(run)
-        recovery = f"after {run.recovered - run.healed:.1f}s" if run.recovered else f"NOT within {RECOVERY_S}s"
-        print(f"{run.kind:32} {run.seconds:4.1f}s  recovered {recovery}", flush=True)
-        time.sleep(rng.uniform(2, 5))
-    traffic.stop()
-    return _verdict(args, root, daemon, traffic, faults, restarts, bootstrap, events, changes, dlq, tables,
-                    readers, caught_up, moto)
+            else:
+                jvm = _jvm_of(daemon.proc.pid) if daemon.proc is not None else None
+                if jvm is not None:
+                    os.kill(jvm, signal.SIGKILL)
+                    code = daemon.wait(120)
+                    run.kind = f"jvm sigkill (daemon exit {code})"
+                    daemon.start()
+                    restarts += 1
+            run.healed = time.time()
+            if _wait(partial(caught_up, dict(traffic.acked)), RECOVERY_S, daemon, restart=True):
+                run.recovered = time.time()
+            faults.append(run)
+            recovery = f"after {run.recovered - run.healed:.1f}s" if run.recovered else f"NOT within {RECOVERY_S}s"
+            print(f"{run.kind:32} {run.seconds:4.1f}s  recovered {recovery}", flush=True)
+            time.sleep(rng.uniform(2, 5))
+        traffic.stop()
+        return _verdict(args, root, daemon, traffic, faults, restarts, bootstrap, events, changes, dlq, tables,
+                        readers, caught_up, moto)
 
+    finally:
+        traffic.stop()  # idempotent: a run that ends early stops its producer too
 
 def _inject(proxy: FaultProxy, what: str, seconds: float, rng: random.Random) -> None:
     if what == "reset":
