@@ -144,7 +144,7 @@ class SinkTask:
     def _shape_all(self, staged: Staged,
                    absent: frozenset[str]) -> tuple[list[RecordFailure], dict[str, list[SinkRecords]]]:
         """Shape each table's staged changes (see staging.py) to it: what fails, and what goes to each table.
-        The writer opened them first (``absent``: the tables it found missing), so no catalog call is made here."""
+        The shaper opened them first (``absent``: the tables it found missing), so no catalog call is made here."""
         failures = staged.failures
         shaped: dict[str, list[SinkRecords]] = {}
         for table, changes in staged.changes.items():

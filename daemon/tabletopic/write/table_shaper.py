@@ -74,8 +74,8 @@ class TableShaper:
         side, as many at once as tables commit in parallel. Returns the tables that only deletes go to
         and that do not exist, which :meth:`prepare` then drops without asking the catalog again.
 
-        A table that cannot be opened or evolved is left to :meth:`prepare` and :meth:`buffer`, which
-        turn why into the records' failures, or into a system failure.
+        A table that cannot be opened or evolved is left to :meth:`prepare` and the writer's ``buffer``,
+        which turn why into the records' failures, or into a system failure.
         """
         jobs: list[_Opening] = []
         for table, records in changes.items():
