@@ -29,7 +29,7 @@ from tabletopic.staging import Staged, Staging, payload_sizes
 from tabletopic.start_positions import StartPositions
 from tabletopic.system_outages import SystemOutages
 from tabletopic.topic_partition import TopicPartition
-from tabletopic.write.java_errors import JAVA_ERRORS, java_error_message
+from tabletopic.write.java_errors import describe
 from tabletopic.write.sink_writer import SinkWriter
 from tabletopic.write.table_handle import TableError, TableMissing
 from tabletopic.write.table_shaper import TableShaper
@@ -188,7 +188,7 @@ class SinkTask:
             try:
                 return await self.writer.complete_write()
             except Exception as exc:
-                why = java_error_message(exc) if isinstance(exc, JAVA_ERRORS) else str(exc)  # not the Java trace
+                why = describe(exc)
                 self.last_error = f"writing files failed: {why}"
                 self.log.error("writing files failed; nothing committed, records will be re-read",
                                error=why, reason=reason)

@@ -29,7 +29,7 @@ from tabletopic.offsets.table_scope import TableScope, unrecorded
 from tabletopic.route.table_feeds import TableFeeds
 from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.iceberg_tables import IcebergTables
-from tabletopic.write.java_errors import JAVA_ERRORS, classify, java_error_message
+from tabletopic.write.java_errors import JAVA_ERRORS, classify, describe, java_error_message
 from tabletopic.write.table_handle import CatalogUnavailable, TableError
 from tabletopic.write.write_result import TableFiles
 
@@ -99,9 +99,8 @@ class TableCommits:
                 except (CatalogUnavailable, *JAVA_ERRORS) as exc:
                     # Read again next time. Judged as recording nothing meanwhile, which is safe: a commit to
                     # it checks the offsets it expects against the table itself, and is fenced if they differ.
-                    why = exc if isinstance(exc, CatalogUnavailable) else java_error_message(exc)
                     self._log.warning("cannot read what a table records; read again next round", table=table,
-                                      error=str(why))
+                                      error=describe(exc))
                     continue
                 self._last_commit.setdefault(table, self._rounds)
         return {t: dict(o) for t, o in self._offsets.items()}
@@ -218,7 +217,7 @@ class TableCommits:
             return exc
         except Exception as exc:  # the catalog or the JVM: never a reason to lose the round's records
             self._metrics.commit_failures.labels(**labels).inc()
-            why = java_error_message(exc) if isinstance(exc, JAVA_ERRORS) else str(exc)
+            why = describe(exc)
             self._log.error("commit failed; the round's answers are read again", table=table, error=why)
             return CommitFailed(f"commit to {table} failed: {why}", classify(exc))
         elapsed = self._record(table, files, result, started)

@@ -27,7 +27,7 @@ from tabletopic.kafka_clients import KafkaAccessError, KafkaClients, KafkaUnavai
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.sink_task import SinkTask
 from tabletopic.write.iceberg_tables import IcebergTables
-from tabletopic.write.java_errors import JAVA_ERRORS, java_error_message
+from tabletopic.write.java_errors import JAVA_ERRORS, describe
 from tabletopic.write.spark_session import SparkRuntime
 from tabletopic.write.table_handle import CatalogUnavailable, TableError
 
@@ -163,7 +163,7 @@ class ConnectorRuntime:
     def _fail(self, exc: BaseException, code: int, what: str) -> None:
         if self.state == FAILED:
             return
-        message = java_error_message(exc) if isinstance(exc, JAVA_ERRORS) else str(exc) or type(exc).__name__
+        message = describe(exc)
         self.log.error(what, error=message)
         self.trace = "".join(traceback.format_exception_only(type(exc), exc)).strip() \
             if not isinstance(exc, (StartupError, TableError, KafkaAccessError, KafkaUnavailable)) else message
@@ -289,6 +289,6 @@ def check_catalog(tables: IcebergTables, config: ConnectorConfig) -> None:
     except TableError:
         raise
     except (*JAVA_ERRORS, CatalogUnavailable) as exc:
-        why = str(exc) if isinstance(exc, CatalogUnavailable) else java_error_message(exc)
+        why = describe(exc)
         raise StartupError(f"connector {config.name}: the Iceberg catalog {config.catalog_name!r} "
                            f"is not reachable ({why}); check iceberg.catalog.*") from exc

@@ -89,6 +89,12 @@ def classify(exc: BaseException) -> JavaErrorKind:
     return JavaErrorKind.OTHER
 
 
+def describe(exc: BaseException) -> str:
+    """What went wrong, in a line a log or a status can carry: a Java exception's causes (never its
+    text, which is its stack trace), or a Python exception's message (its type's name if it has none)."""
+    return java_error_message(exc) if isinstance(exc, JAVA_ERRORS) else str(exc) or type(exc).__name__
+
+
 def java_error_message(exc: BaseException) -> str:
     """The Java exception and its causes, one line each, without the stack traces."""
     throwable = java_throwable(exc)
