@@ -13,10 +13,15 @@ acknowledged when it healed (up to 4 minutes); then the next. Faults:
 - the daemon SIGKILLed and started again; its JVM SIGKILLed (the daemon stops) and the daemon
   started again, as systemd would.
 
+All along, a second engine (a Spark session of the bench's own, straight to Glue and S3) appends rows
+of its own (negative keys) to both tables and deletes them again, so the daemon's commits race another
+writer's. Before each delete it counts its rows: a commit of the daemon's that dropped one of them
+would show there.
+
 At the end both tables must equal the fold of their topic's own log (every record once; the last
 value per key, deleted keys absent), read by DuckDB from S3, and the dead-letter topic must be empty:
-every fault here is the system's, never a record's. It prints each fault with its recovery time and
-the warnings and errors the daemon logged for it.
+every fault here is the system's, never a record's. It prints each fault with its recovery time, the
+retries it cost (from the daemon's metrics), and the warnings and errors the daemon logged for it.
 
     python bench/nemesis.py [--minutes 10] [--seed 1] [--keep]
 """
@@ -32,6 +37,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,7 +49,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' pr
 
 from tests.fault_proxy import FaultProxy
 from tests.nemesis_traffic import PARTITIONS, Traffic, fold, read_log
-from tests.support import DaemonProcess, create_topic, duckdb_connection, read_topic, unique, worker_props
+from tests.support import (
+    TEST_JVM,
+    DaemonProcess,
+    Warehouse,
+    create_topic,
+    duckdb_connection,
+    read_topic,
+    scrape,
+    unique,
+    worker_props,
+)
 
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
@@ -51,6 +67,7 @@ from tabletopic.demo.broker import EmbeddedBroker, free_port
 from tabletopic.demo.lake_servers import MotoLake
 from tabletopic.offsets.source_offsets import PyIcebergTable, recorded_in
 from tabletopic.write.pyiceberg_catalog import open_table
+from tabletopic.write.spark_session import SparkRuntime
 
 RECOVERY_S = 240
 
@@ -63,6 +80,86 @@ class FaultRun:
     healed: float = 0.0
     recovered: float | None = None  # None: not within RECOVERY_S
     lines: collections.Counter[str] = field(default_factory=collections.Counter)
+    retries: dict[str, float] = field(default_factory=dict)  # the daemon's retry counters, grown by this fault
+
+
+# The daemon's counters of what it retried; a fault's cost is how much each grew while it lasted.
+RETRY_COUNTERS = {"tabletopic_catalog_failures_total": "catalog", "tabletopic_commit_retries_total": "commit",
+                  "tabletopic_commit_failures_total": "commit failed", "tabletopic_answers_rejected_total": "rejected"}
+
+
+def _counters(port: int) -> dict[str, float]:
+    """The retry counters, summed over labels; empty while the daemon does not answer."""
+    try:
+        _, samples = scrape(port)
+    except OSError:
+        return {}
+    out: dict[str, float] = collections.defaultdict(float)
+    for (name, _labels), value in samples.items():
+        if name in RETRY_COUNTERS:
+            out[RETRY_COUNTERS[name]] += value
+    return dict(out)
+
+
+class SecondEngine:
+    """Another writer on the daemon's tables: a Spark session of its own, straight to Glue and S3, that
+    appends a few rows with negative keys to each table and deletes them again, over and over, until
+    stopped. Before each delete it counts its rows; a count short of what it added is a lost commit."""
+
+    def __init__(self, warehouse: Warehouse, tables: dict[str, str], rng: random.Random) -> None:
+        self._wh, self._tables, self._rng = warehouse, tables, rng
+        self._stop = threading.Event()
+        self.landed = collections.Counter[str]()  # "insert" and "delete" commits that landed
+        self.refused: collections.Counter[str] = collections.Counter()  # by the Java exception's class
+        self.short: list[str] = []  # its rows missing before a delete
+        self._thread = threading.Thread(target=self._run, name="second-engine")
+
+    def start(self) -> SecondEngine:
+        self._thread.start()
+        return self
+
+    def halt(self) -> None:
+        """Stop adding rows, without waiting."""
+        self._stop.set()
+
+    def stop(self) -> None:
+        self.halt()
+        if self._thread.is_alive():
+            self._thread.join(300)
+        for kind in self._tables:
+            self._attempt("delete", lambda kind=kind: self._delete(kind))  # leave none of its rows behind
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.wait(self._rng.uniform(3, 10)):
+            kind = self._rng.choice(sorted(self._tables))
+            n += 1
+            added = 3
+            keys = ", ".join(f"(-{n * 10 + i}, 0, 'I')" if kind == "upsert" else f"(-{n * 10 + i})"
+                             for i in range(added))
+            columns = "(id, v, op)" if kind == "upsert" else "(seq)"
+            insert = f"INSERT INTO {{c}}.{self._tables[kind]} {columns} VALUES {keys}"
+            if not self._attempt("insert", lambda insert=insert: self._wh.sql(insert)):
+                continue
+            column = "id" if kind == "upsert" else "seq"
+            have = self._wh.sql(f"SELECT count(*) FROM {{c}}.{self._tables[kind]} "
+                                f"WHERE {column} <= -{n * 10} AND {column} > -{n * 10 + added}")[0][0]
+            if have != added:
+                self.short.append(f"{kind}: {have} of {added} rows of insert {n}")
+            self._attempt("delete", lambda kind=kind: self._delete(kind))
+
+    def _delete(self, kind: str) -> None:
+        column = "id" if kind == "upsert" else "seq"
+        self._wh.sql(f"DELETE FROM {{c}}.{self._tables[kind]} WHERE {column} < 0")
+
+    def _attempt(self, what: str, action: Callable[[], object]) -> bool:
+        try:
+            action()
+        except Exception as exc:  # a conflict with the daemon's commit: Spark gave up its retries
+            self.refused[f"{what}: {type(exc).__name__} {str(exc).splitlines()[0][:80]}"] += 1
+            return False
+        self.landed[what] += 1
+        return True
 
 
 def _jvm_of(pid: int) -> int | None:
@@ -90,21 +187,28 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="nemesis-"))
     kafka_port = free_port()
     kafka = FaultProxy(kafka_port).start()
+    spark = SparkRuntime({"spark.master": "local[1]", "spark.driver.memory": "768m", **TEST_JVM}, lake=True)
     with EmbeddedBroker(port=kafka_port, advertised_port=kafka.port, log_path=root / "tansu.log"), \
             MotoLake(log_path=root / "moto.log") as moto:
         s3, glue = FaultProxy(moto.s3_port).start(), FaultProxy(moto.s3_port).start()
-        os.environ.update(moto.glue_environment())  # the bench's own reads of Glue and S3
+        env = moto.glue_environment()
+        os.environ.update(env)  # the bench's own reads of Glue and S3
+        system = spark.jvm.java.lang.System  # the second engine's, as system properties
+        for key, prop in (("AWS_ACCESS_KEY_ID", "aws.accessKeyId"), ("AWS_SECRET_ACCESS_KEY", "aws.secretAccessKey"),
+                          ("AWS_REGION", "aws.region")):
+            system.setProperty(prop, env[key])
         try:
-            return _run(args, rng, root, kafka, s3, glue, moto)
+            return _run(args, rng, root, kafka, s3, glue, moto, spark)
         finally:
             for proxy in (kafka, s3, glue):
                 proxy.stop()
+            spark.stop()
             if not args.keep:
                 shutil.rmtree(root, ignore_errors=True)
 
 
 def _run(args: argparse.Namespace, rng: random.Random, root: Path, kafka: FaultProxy, s3: FaultProxy,
-         glue: FaultProxy, moto: MotoLake) -> int:
+         glue: FaultProxy, moto: MotoLake, spark: SparkRuntime) -> int:
     bootstrap = f"127.0.0.1:{kafka.port}"
     events, changes, dlq = unique("nem_events"), unique("nem_changes"), unique("nem_dlq")
     for topic in (events, changes):
@@ -125,7 +229,8 @@ def _run(args: argparse.Namespace, rng: random.Random, root: Path, kafka: FaultP
                 "iceberg.tables.default-id-columns": "id", "iceberg.tables.upsert-mode-enabled": "true",
                 "iceberg.tables.cdc-field": "op", **common}
 
-    worker = worker_props(bootstrap)
+    port = free_port()
+    worker = worker_props(bootstrap, listeners=f"http://127.0.0.1:{port}")
     daemon = DaemonProcess(root, worker, [connector("append", proxied), connector("upsert", proxied)],
                            env=moto.glue_environment()).start()
     readers = {kind: parse_connector(connector(kind, direct), parse_worker(worker)) for kind in tables}
@@ -142,9 +247,10 @@ def _run(args: argparse.Namespace, rng: random.Random, root: Path, kafka: FaultP
                 return False
         return True
 
+    engine = SecondEngine(Warehouse(spark, root, direct, name=catalog), tables, random.Random(args.seed + 1))
     try:
         return _faults(args, rng, daemon, caught_up, kafka, s3, glue, root, bootstrap, events, changes, dlq, tables,
-                       readers, moto)
+                       readers, moto, engine, port)
     finally:
         if daemon.alive():
             daemon.kill()
@@ -153,7 +259,8 @@ def _run(args: argparse.Namespace, rng: random.Random, root: Path, kafka: FaultP
 def _faults(args: argparse.Namespace, rng: random.Random, daemon: DaemonProcess,
             caught_up: Callable[[dict[tuple[str, int], int]], bool], kafka: FaultProxy, s3: FaultProxy,
             glue: FaultProxy, root: Path, bootstrap: str, events: str, changes: str, dlq: str,
-            tables: dict[str, str], readers: dict[str, object], moto: MotoLake) -> int:
+            tables: dict[str, str], readers: dict[str, object], moto: MotoLake, engine: SecondEngine,
+            port: int) -> int:
     traffic = Traffic(bootstrap, events, changes, batch=50, deletes=True).start()
     try:
         # The traffic goes on while the tables catch up: each wait is for what was acknowledged when it began.
@@ -161,6 +268,7 @@ def _faults(args: argparse.Namespace, rng: random.Random, daemon: DaemonProcess,
         if not _wait(partial(caught_up, dict(traffic.acked)), RECOVERY_S, daemon):
             print("the tables never caught up before the first fault", flush=True)
             return 1
+        engine.start()
         faults: list[FaultRun] = []
         restarts = 0
         ends = time.monotonic() + args.minutes * 60
@@ -169,6 +277,7 @@ def _faults(args: argparse.Namespace, rng: random.Random, daemon: DaemonProcess,
                                "glue reset", "glue blackhole", "daemon sigkill", "jvm sigkill"])
             seconds = rng.uniform(3, 8)
             run = FaultRun(kind, time.time(), seconds)
+            before = _counters(port)
             target, what = kind.split()
             proxy = {"kafka": kafka, "s3": s3, "glue": glue}.get(target)
             if proxy is not None:
@@ -189,16 +298,21 @@ def _faults(args: argparse.Namespace, rng: random.Random, daemon: DaemonProcess,
             run.healed = time.time()
             if _wait(partial(caught_up, dict(traffic.acked)), RECOVERY_S, daemon, restart=True):
                 run.recovered = time.time()
+            after = _counters(port)
+            # A restart starts the counters again from zero: then what they hold is the fault's.
+            run.retries = {k: v - before.get(k, 0) if v >= before.get(k, 0) else v for k, v in after.items()}
             faults.append(run)
             recovery = f"after {run.recovered - run.healed:.1f}s" if run.recovered else f"NOT within {RECOVERY_S}s"
             print(f"{run.kind:32} {run.seconds:4.1f}s  recovered {recovery}", flush=True)
             time.sleep(rng.uniform(2, 5))
         traffic.stop()
+        engine.stop()
         return _verdict(args, root, daemon, traffic, faults, restarts, bootstrap, events, changes, dlq, tables,
-                        readers, caught_up, moto)
+                        readers, caught_up, moto, engine)
 
     finally:
         traffic.stop()  # idempotent: a run that ends early stops its producer too
+        engine.halt()
 
 def _inject(proxy: FaultProxy, what: str, seconds: float, rng: random.Random) -> None:
     if what == "reset":
@@ -225,7 +339,7 @@ def _wait(condition: Callable[[], bool], timeout_s: float, daemon: DaemonProcess
 def _verdict(args: argparse.Namespace, root: Path, daemon: DaemonProcess, traffic: Traffic, faults: list[FaultRun],
              restarts: int, bootstrap: str, events: str, changes: str, dlq: str, tables: dict[str, str],
              readers: dict[str, object], caught_up: Callable[[dict[tuple[str, int], int]], bool],
-             moto: MotoLake) -> int:
+             moto: MotoLake, engine: SecondEngine) -> int:
     logged, changed = read_log(bootstrap, events), read_log(bootstrap, changes)
     final = dict(traffic.acked)
     settled = _wait(lambda: caught_up(final), RECOVERY_S, daemon, restart=True)
@@ -262,13 +376,18 @@ def _verdict(args: argparse.Namespace, root: Path, daemon: DaemonProcess, traffi
     if recoveries:
         print(f"recovery after healing: median {recoveries[len(recoveries) // 2]:.1f}s, worst {recoveries[-1]:.1f}s; "
               f"not recovered: {sum(1 for r in faults if r.recovered is None)}")
+    print(f"second engine: {dict(engine.landed)} commits landed; gave up: {sum(engine.refused.values())} "
+          f"{dict(engine.refused.most_common(3))}; its rows missing before a delete: {engine.short or 'none'}")
+    print("\nretries each fault cost, from the daemon's counters (from its start until the tables caught up):")
+    for run in faults:
+        print(f"  {run.kind:32} " + (", ".join(f"{k} {v:g}" for k, v in sorted(run.retries.items()) if v) or "none"))
     print("\nwarnings and errors logged per fault (from its start until the tables caught up):")
     for run in faults:
         print(f"  {run.kind:32} {sum(run.lines.values()):4}  " +
               "; ".join(f"{n}x {k}" for k, n in run.lines.most_common(3)))
     if args.keep:
         print(f"\nkept: {root}")
-    ok = lost == 0 and duplicated == 0 and not wrong_keys and not dead and settled
+    ok = lost == 0 and duplicated == 0 and not wrong_keys and not dead and settled and not engine.short
     return 0 if ok else 1
 
 
