@@ -53,6 +53,7 @@ from tabletopic.maintain.table_stats import stats_from_java
 from tabletopic.write.file_writer import FileWriter
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.spark_session import SparkRuntime
+from tabletopic.write.table_actions import TableActions
 from upsert_vs_append import rows, write
 
 CHECKPOINTS = (1, 10, 50, 200)
@@ -101,11 +102,11 @@ class Background:
             context = self.spark.activate().sparkContext
             context.setLocalProperty("spark.scheduler.pool", "tabletopic-maintenance")
             table = self.tables.get(self.name).java
-            stats = stats_from_java(self.spark.jvm, table)
+            stats = stats_from_java(TableActions(self.spark, table))
             plan = (plan_maintenance(stats, self.settings, int(time.time() * 1000), orphans_due=False) if look
                     else plan_conversion(stats, self.settings))
             if not plan.empty:
-                run_plan(self.spark.jvm, self.spark.session._jsparkSession, table, self.name, plan, stats,
+                run_plan(TableActions(self.spark, table), self.name, plan, stats,
                          self.settings, "bench", starting=self._starting)
                 self.runs += 1
         except Exception as exc:  # shown at the end: a bench must not hide a failed run
@@ -267,7 +268,7 @@ def main() -> None:
                     if background is not None:
                         time.sleep(args.read_delay)
                         background.watch()
-                        now = stats_from_java(spark.jvm, tables.get(name).java)
+                        now = stats_from_java(TableActions(spark, tables.get(name).java))
                         shape[commit] = f"{now.data_files}/{now.delete_files}/{now.manifests}"
                     if background is not None:  # read as the one-commit table is: the median of three
                         spark_s, got = median_of_3(lambda: read_spark(spark, "b.maintained"))
@@ -301,7 +302,7 @@ def main() -> None:
                 reads["at rest"] = {args.commits: (spark_s, duck_s)}
                 table = tables.get(name).java
                 table.refresh()
-                at_rest = stats_from_java(spark.jvm, table).describe()
+                at_rest = stats_from_java(TableActions(spark, table)).describe()
         assert background is not None
         # The final rows again: each key at the version of its last update, in one commit.
         final_version = np.ones(args.keys, dtype=np.int64)

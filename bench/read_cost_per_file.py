@@ -39,6 +39,7 @@ from tabletopic.maintain.table_stats import stats_from_java
 from tabletopic.write.file_writer import FileWriter
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.spark_session import SparkRuntime
+from tabletopic.write.table_actions import TableActions
 from upsert_vs_append import rows, write
 
 CHECKPOINTS = (0, 1, 2, 5, 10, 20)
@@ -84,7 +85,7 @@ def main() -> None:
             return sorted(seconds)[READS // 2]
 
         def shape(name: str) -> str:
-            stats = stats_from_java(spark.jvm, tables[name].get(name).java)
+            stats = stats_from_java(TableActions(spark, tables[name].get(name).java))
             return f"{stats.data_files}/{stats.delete_files}/{stats.manifests}"
 
         versions = np.ones(args.keys, dtype=np.int64)
@@ -122,10 +123,10 @@ def main() -> None:
                 line += f"{shape(name):>{width}}{seconds:>7.3f}s{seconds / baseline[name]:>6.2f}x"
             print(line, flush=True)
         handle = tables["b.upsert"].get("b.upsert").java
-        stats = stats_from_java(spark.jvm, handle)
+        stats = stats_from_java(TableActions(spark, handle))
         plan = plan_maintenance(stats, upsert_config.maintenance, int(time.time() * 1000), orphans_due=False)
         assert plan.compact is not None and plan.compact_min_input_files == 2, plan  # the cheap rewrite's
-        report = run_plan(spark.jvm, session._jsparkSession, handle, "b.upsert", plan, stats,
+        report = run_plan(TableActions(spark, handle), "b.upsert", plan, stats,
                           upsert_config.maintenance, "bench")
         after_s = median_read("b.upsert", expected)
         print(f"\nthe upsert table's look: {plan.compact}; it took {report.seconds:.2f}s, "

@@ -23,6 +23,7 @@ from tabletopic.maintain.table_maintenance import run_plan
 from tabletopic.maintain.table_stats import TableStats, stats_from_java
 from tabletopic.offsets.source_offsets import read_recorded
 from tabletopic.write.spark_session import SparkRuntime
+from tabletopic.write.table_actions import TableActions
 from tests.support import (
     DaemonProcess,
     Warehouse,
@@ -84,7 +85,7 @@ def committed(warehouse: Warehouse, group: str) -> int:
 
 
 def stats(warehouse: Warehouse) -> TableStats:
-    return stats_from_java(warehouse.spark.jvm, warehouse.table(TABLE))
+    return stats_from_java(TableActions(warehouse.spark, warehouse.table(TABLE)))
 
 
 def wait_logged(warehouse: Warehouse, daemon: DaemonProcess, group: str) -> None:
@@ -475,20 +476,20 @@ def test_a_compaction_for_deletes_on_a_v3_table_rewrites_the_files_carrying_vect
             .writeTo(f"{warehouse.catalog}.{name}").append()
     warehouse.sql(f"DELETE FROM {{c}}.{name} WHERE id % 1000 = 7")  # one row of each: a vector per file
     table = warehouse.table(name)
-    jvm = warehouse.spark.jvm
+    actions = TableActions(warehouse.spark, table)
     # Deletes alone can trigger this compaction: no partition has enough small files, none is cheap.
     settings = MaintenanceSettings(mode="auto", interval_s=0, conversion="commit", commit_max_rows=0,
                                    min_input_files=100, cheap_rewrite_bytes=0, delete_files=8, max_group_bytes=1 << 28,
                                    snapshot_age_s=3600, retain_last=2, max_snapshots=200, orphan_age_s=86400,
                                    orphan_interval_s=86400, max_manifests=50)
-    before = stats_from_java(jvm, table)
+    before = stats_from_java(actions)
     assert before.delete_files == 8 and before.most_deletes_per_file == 8, before.describe()
     plan = plan_maintenance(before, settings, int(time.time() * 1000), orphans_due=False)
     assert plan.compact is not None, plan.describe()
 
-    report = run_plan(jvm, session._jsparkSession, table, name, plan, before, settings, "test")
+    report = run_plan(actions, name, plan, before, settings, "test")
     assert report.rewritten_files == 8, report
-    after = stats_from_java(jvm, table)
+    after = stats_from_java(actions)
     assert after.delete_files == 0, after.describe()
     assert sorted(r["id"] for r in warehouse.rows(name, "id")) == [i for i in range(8_000) if i % 1000 != 7]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import configparser
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,3 +42,15 @@ def test_every_module_but_the_writer_is_kept_from_the_jvm() -> None:
     sources = set(config["importlinter:contract:jvm"]["source_modules"].split())
     assert sorted({f"tabletopic.{name}" for name in _layers()} - {"tabletopic.write"} - sources) == []
     assert "tabletopic.write" not in sources and "tabletopic_plugins" in sources
+
+
+def test_no_module_but_the_writer_reaches_into_the_jvm() -> None:
+    """py4j's way in is an attribute, not an import: ``x.jvm.org.apache...`` or a session's ``_jsparkSession``
+    would pass the contract. Outside ``write/`` the JVM is reached only through the writer's typed calls."""
+    reach = re.compile(r"\bjvm\.|_jsparkSession|\._gateway|\bpy4j\.\w")
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+             for root in (PACKAGE, ROOT / "plugins")
+             for path in sorted(root.rglob("*.py")) if "write" not in path.relative_to(root).parts[:1]
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if reach.search(line) and not line.lstrip().startswith("#")]
+    assert found == []

@@ -158,8 +158,7 @@ def run_demo(records: int = 20_000, intervals: int = 3, keep: bool = False, lake
 
 def _show_lake(daemon: Standalone, catalog: str, weed: SeaweedLake) -> None:
     """How to query the table from elsewhere, shown working with DuckDB (no JVM) while the lake still runs."""
-    java = daemon.spark.iceberg_catalog(catalog).loadTable(
-        daemon.spark.jvm.org.apache.iceberg.catalog.TableIdentifier.parse(TABLE))
+    java = daemon.spark.load_table(catalog, TABLE)
     files = [str(f.location()) for f in java.currentSnapshot().addedDataFiles(java.io())]
     print(f"\n== the table lives on S3: {java.location()!s} ({len(files)} data files in the last snapshot)")
     print("-- Spark: spark-sql --conf spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog "
@@ -184,8 +183,7 @@ def _show_lake(daemon: Standalone, catalog: str, weed: SeaweedLake) -> None:
 
 def _show_hive(daemon: Standalone, catalog: str, hms: HiveMetastore) -> None:
     """How to query the table through the metastore, and DuckDB reading its current metadata file."""
-    java = daemon.spark.iceberg_catalog(catalog).loadTable(
-        daemon.spark.jvm.org.apache.iceberg.catalog.TableIdentifier.parse(TABLE))
+    java = daemon.spark.load_table(catalog, TABLE)
     metadata = str(java.operations().current().metadataFileLocation())
     print(f"\n== the table is registered in the Hive Metastore {hms.uri}; its metadata is {metadata}")
     print("-- Spark: spark-sql --conf spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog "
@@ -211,8 +209,7 @@ def _show(daemon: Standalone, catalog: str, group: str, expected: int) -> None:
                   round(avg(duration_ms)) AS avg_ms FROM {table} GROUP BY page ORDER BY purchases DESC""").show()
     print("-- a few rows")
     spark.sql(f"SELECT * FROM {table} ORDER BY ts DESC LIMIT 5").show(truncate=False)
-    java = daemon.spark.iceberg_catalog(catalog).loadTable(
-        daemon.spark.jvm.org.apache.iceberg.catalog.TableIdentifier.parse(TABLE))
+    java = daemon.spark.load_table(catalog, TABLE)
     snapshots = list(java.snapshots())
     offsets = read_offsets(java, None, group)
     print(f"-- {len(snapshots)} snapshots; the last one records source offsets "

@@ -29,6 +29,7 @@ from tabletopic.maintain.table_stats import TableStats, stats_from_java
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.offsets.source_offsets import read_recorded
 from tabletopic.write.iceberg_tables import IcebergTables
+from tabletopic.write.table_actions import TableActions
 
 log = structlog.get_logger(__name__)
 POOL = "tabletopic-maintenance"
@@ -130,7 +131,8 @@ class Maintainer:
         if recorded.epoch > epoch:
             raise MaintenanceStopped(f"table {name} was committed by coordinator epoch {recorded.epoch}, "
                                      f"newer than {epoch}")
-        stats = stats_from_java(spark.jvm, table)
+        actions = TableActions(spark, table)
+        stats = stats_from_java(actions)
         self._observe(name, stats)
         settings = self._table_settings(name)
         self._tell_foreign_rewrites(name, stats, settings)
@@ -152,7 +154,7 @@ class Maintainer:
                 self.commit_positions.compaction_ends(name)
 
         try:
-            report = run_plan(spark.jvm, spark.session._jsparkSession, table, name, plan, stats, settings,
+            report = run_plan(actions, name, plan, stats, settings,
                               f"{self._connector}@{epoch}", keep_going, starting)
         finally:
             self.commit_positions.compaction_ends(name)

@@ -32,11 +32,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from tabletopic.config.maintenance_settings import MaintenanceSettings
 from tabletopic.maintain.plan import MaintenancePlan
 from tabletopic.maintain.table_stats import MAINTAINED_BY_KEY, TableStats, stats_from_java
+from tabletopic.write.table_actions import TableActions
 
 
 class MaintenanceStopped(RuntimeError):
@@ -87,38 +87,32 @@ class MaintenanceReport:
         return lines
 
 
-def _total(result: Any, *getters: str) -> int:
-    return sum(int(getattr(result, g)()) for g in getters)
-
-
-def _remove_dangling(jvm: Any, table: Any, maintained_by: str) -> int:
+def _remove_dangling(actions: TableActions, maintained_by: str) -> int:
     """Remove the delete files that apply to no data file any more: the count, 0 when another commit came
     between (the next look tries again)."""
-    removed = int(jvm.tabletopic.FileCensus.removeDanglingDeletes(table, {MAINTAINED_BY_KEY: maintained_by}))
-    table.refresh()
-    return max(0, removed)
+    return max(0, actions.remove_dangling_deletes({MAINTAINED_BY_KEY: maintained_by}))
 
 
-def _delete_file_threshold(jvm: Any, table: Any, settings: MaintenanceSettings) -> int:
+def _delete_file_threshold(actions: TableActions, settings: MaintenanceSettings) -> int:
     """What Spark's rewrite compares with the delete files of each data file.
 
     A data file of a v3 table carries at most one deletion vector, so the setting, compared per file,
     would never pick one: the census counts the vectors of a partition instead (each is a file a
     reader opens there), and once they pass the setting, every data file carrying one is rewritten."""
-    if int(jvm.org.apache.iceberg.TableUtil.formatVersion(table)) >= 3:
+    if actions.format_version() >= 3:
         return 1
     return settings.delete_files
 
 
-def run_plan(jvm: Any, jspark: Any, table: Any, name: str, plan: MaintenancePlan, before: TableStats,
+def run_plan(actions: TableActions, name: str, plan: MaintenancePlan, before: TableStats,
              settings: MaintenanceSettings, maintained_by: str,
              keep_going: Callable[[], bool] = lambda: True,
              starting: Callable[[str], None] = lambda step: None) -> MaintenanceReport:
-    """Run ``plan``'s steps on ``table`` in order, checking ``keep_going`` before each and telling
-    ``starting`` its name."""
+    """Run ``plan``'s steps on the table of ``actions`` in order, checking ``keep_going`` before each and
+    telling ``starting`` its name."""
     started = time.monotonic()
     report = MaintenanceReport(name, before)
-    actions = jvm.org.apache.iceberg.spark.actions.SparkActions.get(jspark)
+    marks = {MAINTAINED_BY_KEY: maintained_by}
 
     def step(what: str) -> None:
         if not keep_going():
@@ -128,62 +122,45 @@ def run_plan(jvm: Any, jspark: Any, table: Any, name: str, plan: MaintenancePlan
 
     if plan.compact:
         step("compact")
-        result = (actions.rewriteDataFiles(table)
-                  .option("min-input-files", str(plan.compact_min_input_files or settings.min_input_files))
-                  .option("delete-file-threshold", str(_delete_file_threshold(jvm, table, settings)))
-                  # Why: see the module's docstring; it is Iceberg's default, stated so nobody turns it off.
-                  .option("use-starting-sequence-number", "true")
-                  # Never Spark's remove-dangling-deletes: see FileCensus.removeDanglingDeletes.
-                  .option("remove-dangling-deletes", "false")
-                  .option("max-file-group-size-bytes", str(settings.max_group_bytes))
-                  .option("max-concurrent-file-group-rewrites", "1")
-                  .option("partial-progress.enabled", "true")
-                  .option("partial-progress.max-commits", "20")
-                  .snapshotProperty(MAINTAINED_BY_KEY, maintained_by)
-                  .execute())
-        report.rewritten_files = int(result.rewrittenDataFilesCount())
-        report.added_files = int(result.addedDataFilesCount())
-        report.rewritten_bytes = int(result.rewrittenBytesCount())
-        table.refresh()
-        report.deletes_removed = _remove_dangling(jvm, table, maintained_by)
+        compaction = actions.compact({
+            "min-input-files": str(plan.compact_min_input_files or settings.min_input_files),
+            "delete-file-threshold": str(_delete_file_threshold(actions, settings)),
+            # Why: see the module's docstring; it is Iceberg's default, stated so nobody turns it off.
+            "use-starting-sequence-number": "true",
+            # Never Spark's remove-dangling-deletes: see FileCensus.removeDanglingDeletes.
+            "remove-dangling-deletes": "false",
+            "max-file-group-size-bytes": str(settings.max_group_bytes),
+            "max-concurrent-file-group-rewrites": "1",
+            "partial-progress.enabled": "true",
+            "partial-progress.max-commits": "20"}, marks)
+        report.rewritten_files = compaction.rewritten_files
+        report.added_files = compaction.added_files
+        report.rewritten_bytes = compaction.rewritten_bytes
+        report.deletes_removed = _remove_dangling(actions, maintained_by)
     elif plan.remove_dangling:
         step("dangling")
-        report.deletes_removed = _remove_dangling(jvm, table, maintained_by)
+        report.deletes_removed = _remove_dangling(actions, maintained_by)
     # After a compaction, not before it: the equality deletes the sink committed while it ran are what
     # readers would pay for until the next look.
     if plan.convert or (plan.compact and settings.convert_equality_deletes):
         step("convert")
-        conversion = jvm.tabletopic.DeleteConversion.convert(table, {MAINTAINED_BY_KEY: maintained_by})
+        conversion = actions.convert_equality_deletes(marks)
         # Refused: a compaction replaced a data file meanwhile; the next conversion works from the new files.
-        report.conversion_refused = bool(conversion.refused())
-        report.equality_deletes_converted = int(conversion.equalityDeletesRemoved())
-        report.position_delete_files = int(conversion.positionDeleteFilesAdded())
-        report.rows_deleted_by_position = int(conversion.rowsDeleted())
-        table.refresh()
+        report.conversion_refused = conversion.refused
+        report.equality_deletes_converted = conversion.equality_deletes_removed
+        report.position_delete_files = conversion.position_delete_files_added
+        report.rows_deleted_by_position = conversion.rows_deleted
     if plan.expire is not None:
         step("expire")
-        before_count = len(list(table.snapshots()))
-        result = (actions.expireSnapshots(table)
-                  .expireOlderThan(plan.expire.older_than_ms)
-                  .retainLast(settings.retain_last)
-                  .execute())
-        table.refresh()
-        report.snapshots_expired = max(0, before_count - len(list(table.snapshots())))
-        report.files_deleted_by_expiry = _total(result, "deletedDataFilesCount", "deletedEqualityDeleteFilesCount",
-                                                "deletedPositionDeleteFilesCount", "deletedManifestsCount",
-                                                "deletedManifestListsCount")
+        before_count = actions.snapshot_count()
+        report.files_deleted_by_expiry = actions.expire_snapshots(plan.expire.older_than_ms, settings.retain_last)
+        report.snapshots_expired = max(0, before_count - actions.snapshot_count())
     if plan.rewrite_manifests:
         step("manifests")
-        result = actions.rewriteManifests(table).snapshotProperty(MAINTAINED_BY_KEY, maintained_by).execute()
-        report.manifests_rewritten = len(list(result.rewrittenManifests()))
-        table.refresh()
+        report.manifests_rewritten = actions.rewrite_manifests(marks)
     if plan.remove_orphans:
         step("orphans")
-        action = actions.deleteOrphanFiles(table).olderThan(int(time.time() * 1000 - settings.orphan_age_s * 1000))
-        if not str(table.location()).startswith("file:") and not str(table.location()).startswith("/"):
-            # Object stores: list through the table's own FileIO (S3FileIO), not a Hadoop file system.
-            action = action.usePrefixListing(True)
-        report.orphans_removed = len(list(action.execute().orphanFileLocations()))
-    report.after = stats_from_java(jvm, table)
+        report.orphans_removed = actions.remove_orphans(settings.orphan_age_s)
+    report.after = stats_from_java(actions)
     report.seconds = time.monotonic() - started
     return report

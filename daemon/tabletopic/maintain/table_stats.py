@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tabletopic.offsets.source_offsets import OFFSETS_KEY_PREFIX
+from tabletopic.write.table_actions import TableActions
 
 # In the summary of every snapshot the connector's maintenance makes: what tells its rewrites from others'.
 MAINTAINED_BY_KEY = "tabletopic.maintained-by"
@@ -70,25 +71,19 @@ def _foreign_rewrite(operation: Any, keys: Any) -> bool:
     return str(operation) == "replace" and "deleted-data-files" in names and MAINTAINED_BY_KEY not in names
 
 
-def stats_from_java(jvm: Any, table: Any) -> TableStats:
-    table.refresh()
-    census = jvm.tabletopic.FileCensus.count(table, small_file_bytes(table.properties()))
-    snapshots = tuple(SnapshotInfo(int(s.snapshotId()), None if s.parentId() is None else int(s.parentId()),
-                                   int(s.timestampMillis()), _groups(s.summary().keySet()),
-                                   _foreign_rewrite(s.operation(), s.summary().keySet()))
-                      for s in table.snapshots())
-    current = table.currentSnapshot()
-    summary = current.summary() if current is not None else None
-    refs = table.refs()
-    heads = [int(refs.get(n).snapshotId()) for n in refs.keySet() if refs.get(n).isBranch()]
-    main = int(current.snapshotId()) if current is not None else None
-    return TableStats(int(census.dataFiles()), int(census.deleteFiles()), int(census.mostFilesInPartition()),
-                      int(census.mostSmallFilesInPartition()), int(census.manifests()),
-                      int(census.mostDeletesPerFile()),
-                      int(summary.get("total-records") or 0) if summary is not None else 0,
-                      int(summary.get("total-files-size") or 0) if summary is not None else 0,
-                      snapshots, tuple([main] if main is not None else []) + tuple(h for h in heads if h != main),
-                      int(census.equalityDeletes()), int(census.pairedSmallBytes()))
+def stats_from_java(actions: TableActions) -> TableStats:
+    """The figures of the table ``actions`` maintains, refreshed, through the JVM."""
+    facts = actions.facts()
+    census = actions.census(small_file_bytes(facts.properties))
+    snapshots = tuple(SnapshotInfo(s.snapshot_id, s.parent_id, s.timestamp_ms, _groups(s.summary_keys),
+                                   _foreign_rewrite(s.operation, s.summary_keys))
+                      for s in facts.snapshots)
+    main = facts.main
+    return TableStats(census.data_files, census.delete_files, census.most_files_in_partition,
+                      census.most_small_files_in_partition, census.manifests, census.most_deletes_per_file,
+                      facts.total_records, facts.total_bytes, snapshots,
+                      tuple([main] if main is not None else []) + tuple(h for h in facts.branch_heads if h != main),
+                      census.equality_deletes, census.paired_small_bytes)
 
 
 def stats_from_pyiceberg(table: Any) -> TableStats:

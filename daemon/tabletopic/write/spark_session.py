@@ -272,6 +272,11 @@ class SparkRuntime:
         manager = self.activate()._jsparkSession.sessionState().catalogManager()
         return manager.catalog(name).icebergCatalog()
 
+    def load_table(self, catalog: str, name: str) -> Any:
+        """The Java ``Table`` ``name`` (``namespace.table``) of Spark catalog ``catalog``, loaded now."""
+        identifier = self.java_class("org.apache.iceberg.catalog.TableIdentifier").parse(name)
+        return self.iceberg_catalog(catalog).loadTable(identifier)
+
     def dataframe_from_arrow(self, table: pa.Table) -> DataFrame:
         """Hand an Arrow table to the JVM without going through pandas.
 
