@@ -26,7 +26,7 @@ import urllib.request
 import fastavro
 
 from tabletopic.demo.broker import EmbeddedBroker
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.kafka.clients import KafkaClients
 from tabletopic.registry.service import SchemaRegistryService
 from tabletopic_plugins.converters.avro_converter import AvroConverter
 

@@ -104,7 +104,7 @@ def encoder(fmt: str, bootstrap: str) -> Callable[[int, random.Random], bytes]:
     import struct
     import urllib.request
 
-    from tabletopic.kafka_clients import KafkaClients
+    from tabletopic.kafka.clients import KafkaClients
     from tabletopic.registry.service import SchemaRegistryService
 
     registry = SchemaRegistryService("http://127.0.0.1:0", KafkaClients([bootstrap], {}), "_schemas", "BACKWARD")

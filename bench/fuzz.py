@@ -13,7 +13,7 @@ cdc field) with a generator of valid records. Every input is one of:
   out of range, truncated registry headers, unknown schema ids);
 - mutated: a valid record with bits flipped, cut short, spliced with another, or grown.
 
-Batches go through the connector's real staging (``tabletopic.staging``: convert, transform,
+Batches go through the connector's real staging (``tabletopic.stage.staging``: convert, transform,
 route, change kind) as the sink stages a fetch, against the built-in Schema Registry on a
 Tansu broker. Each case runs in a child process, so a crash (SIGSEGV, an abort) is counted
 and reported with its seed and batch instead of ending the run. The figures printed are what
@@ -46,7 +46,7 @@ import fastavro
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.convert.records import RawRecords
-from tabletopic.staging import Staging
+from tabletopic.stage.staging import Staging
 
 BATCH = 64
 DEFAULT_INPUTS = 1_000_000
@@ -459,7 +459,7 @@ def main() -> None:
         return
 
     from tabletopic.demo.broker import EmbeddedBroker
-    from tabletopic.kafka_clients import KafkaClients
+    from tabletopic.kafka.clients import KafkaClients
     from tabletopic.registry.service import SchemaRegistryService
 
     workdir = Path(tempfile.mkdtemp(prefix="tabletopic-fuzz-"))

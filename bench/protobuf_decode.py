@@ -24,7 +24,7 @@ import urllib.request
 from google.protobuf import message_factory
 
 from tabletopic.demo.broker import EmbeddedBroker
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.kafka.clients import KafkaClients
 from tabletopic.registry.protobuf_schema import parse
 from tabletopic.registry.service import SchemaRegistryService
 from tabletopic_plugins.converters.protobuf_converter import ProtobufConverter

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tabletopic.consume.group_offsets import committed_offsets
 from tabletopic.demo.broker import create_topic as create_topic_async
 from tabletopic.demo.lake_servers import duckdb_offline
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.kafka.clients import KafkaClients
 from tabletopic.ops.table_integrity import check_table
 from tabletopic.write.pyiceberg_catalog import open_catalog_table
 from tabletopic.write.spark_session import SparkRuntime
@@ -296,9 +296,9 @@ def run_in_process(spark: SparkRuntime, worker: dict[str, Any], connectors: list
     ``during(daemon)`` is awaited once the daemon runs (to scrape its HTTP listener, say).
     Returns the exit code and the daemon.
     """
+    from tabletopic.app.standalone import Standalone
     from tabletopic.config.connector import parse_connector
     from tabletopic.config.worker import parse_worker
-    from tabletopic.standalone import Standalone
 
     parsed_worker = parse_worker(worker)
     daemon = Standalone(parsed_worker, [parse_connector(c, parsed_worker) for c in connectors], spark)

@@ -14,7 +14,7 @@ from tabletopic.config.connector import parse_connector
 from tabletopic.config.definition import ConfigError
 from tabletopic.config.files import load_config_file
 from tabletopic.config.worker import parse_worker
-from tabletopic.java_properties import parse_properties
+from tabletopic.core.java_properties import parse_properties
 
 WORKER = parse_worker({"bootstrap.servers": "127.0.0.1:9092"})
 GOOD: dict[str, Any] = {
@@ -408,7 +408,7 @@ def test_kafka_overrides_connect_applies_are_applied() -> None:
 
 
 def test_iceberg_kafka_goes_to_the_control_topic_clients_alone() -> None:
-    from tabletopic.kafka_clients import KafkaClients
+    from tabletopic.kafka.clients import KafkaClients
 
     config = parse_connector({**GOOD, "iceberg.kafka.bootstrap.servers": "10.0.0.9:9093",
                               "iceberg.kafka.security.protocol": "SSL"}, WORKER)

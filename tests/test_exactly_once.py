@@ -16,7 +16,7 @@ import pytest
 from tabletopic.commit.table_committer import CommitFailed, CommitResult, TableCommitter
 from tabletopic.connectors import parts
 from tabletopic.offsets.source_offsets import Recorded, offsets_key, round_start_key
-from tabletopic.sink_task import SinkTask
+from tabletopic.task.sink_task import SinkTask
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import (
     DaemonProcess,

@@ -13,7 +13,7 @@ from types import ModuleType
 import pytest
 
 from tabletopic.demo.broker import EmbeddedBroker
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.kafka.clients import KafkaClients
 from tabletopic.registry.service import SchemaRegistryService
 from tests.support import ROOT, unique
 

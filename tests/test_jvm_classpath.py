@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tabletopic import exit_codes
+from tabletopic.core import exit_codes
 from tabletopic.write.jar_relocation import Relocation, relocate_class
 from tabletopic.write.jvm_classpath import JavaNotFoundError, build_classpath, find_java
 

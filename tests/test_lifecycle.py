@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from tabletopic import exit_codes
 from tabletopic.commit.table_committer import TableCommitter
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
+from tabletopic.core import exit_codes
 from tabletopic.demo.broker import free_port
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.spark_session import SparkRuntime
@@ -229,7 +229,7 @@ def test_sigterm_during_start_up_stops_within_the_stop_timeout(moment: str, boot
 def test_a_second_signal_exits_at_once_without_a_final_commit(monkeypatch: pytest.MonkeyPatch) -> None:
     # Two signals sent back to back reach a process as one, so the handler is driven directly.
     from tabletopic import daemon as process
-    from tabletopic.standalone import Standalone
+    from tabletopic.app.standalone import Standalone
 
     exits: list[int] = []
     monkeypatch.setattr(process.os, "_exit", exits.append)
@@ -245,8 +245,8 @@ def test_a_signal_before_the_daemon_is_built_stops_it_at_its_first_step() -> Non
     by default it would kill the process without a word. Held, it stops the daemon once it runs."""
     import asyncio
 
+    from tabletopic.app.standalone import Standalone
     from tabletopic.cli import _hold_stop_signals
-    from tabletopic.standalone import Standalone
 
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:

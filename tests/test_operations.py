@@ -294,7 +294,7 @@ def test_compose_and_kubernetes_files_match_the_project() -> None:
     from tabletopic.config.connector import parse_connector
     from tabletopic.config.files import load_config_file
     from tabletopic.config.worker import parse_worker
-    from tabletopic.java_properties import parse_properties
+    from tabletopic.core.java_properties import parse_properties
     worker = parse_worker(load_config_file(ROOT / "deploy" / "config" / "worker.properties"))
     parse_connector(load_config_file(ROOT / "deploy" / "config" / "clickstream.properties"), worker)
     parse_connector(parse_properties(config["clickstream.properties"]), parse_worker(

@@ -15,7 +15,7 @@ from py4j.protocol import Py4JJavaError
 
 from tabletopic.demo.broker import free_port
 from tabletopic.demo.hive_metastore import HiveMetastore
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.kafka.clients import KafkaClients
 from tabletopic.registry.service import SchemaRegistryService
 from tabletopic.write.spark_session import SparkRuntime
 from tests.avro_orders import AVRO, order, order_schema, serializer

@@ -14,7 +14,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.kafka.clients import KafkaClients
 from tabletopic.registry.service import SchemaRegistryService
 from tabletopic_plugins.converters.avro_converter import AvroConverter
 from tests.support import unique

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from tabletopic import exit_codes
+from tabletopic.core import exit_codes
 from tabletopic.demo.broker import EmbeddedBroker, free_port
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.kafka.clients import KafkaClients
 from tests.support import DaemonProcess, Warehouse, connector_props, unique, wait_until, worker_props
 from tests.tls_material import PASSWORD, Material, make_material
 

@@ -22,12 +22,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tabletopic import __version__, exit_codes
+from tabletopic import __version__
 from tabletopic.config.connector import ConnectorConfig, parse_connector
 from tabletopic.config.definition import ConfigError, Problem
 from tabletopic.config.files import load_config_file
 from tabletopic.config.key_reference import key_reference
 from tabletopic.config.worker import WorkerConfig, parse_worker
+from tabletopic.core import exit_codes
 
 
 def _load(worker_path: str | None, connector_paths: Sequence[str]) -> tuple[WorkerConfig, list[ConnectorConfig]]:
@@ -108,7 +109,7 @@ def cmd_standalone(args: argparse.Namespace) -> int:
         print(f"tabletopic: {exc}", file=sys.stderr)
         return exit_codes.CONFIG
     _logging(worker)
-    from tabletopic.standalone import Standalone
+    from tabletopic.app.standalone import Standalone
     return _run(lambda: Standalone(worker, connectors), pending)
 
 
@@ -215,7 +216,7 @@ def cmd_offsets(args: argparse.Namespace) -> int:
         return exit_codes.CONFIG
     if args.reset or changes:
         from tabletopic.connectors.offsets import OffsetsChangeRefused, change_offsets_locally
-        from tabletopic.kafka_clients import KafkaClients
+        from tabletopic.kafka.clients import KafkaClients
         clients = config.clients_of(KafkaClients(worker.bootstrap_servers, worker.raw))
         try:
             positions = change_offsets_locally(worker.spark_conf, clients, config, None if args.reset else changes)
@@ -269,7 +270,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if not args.connector:
         print("tabletopic: name the connector's file, or give --url of a running daemon", file=sys.stderr)
         return exit_codes.CONFIG
-    from tabletopic.kafka_clients import KafkaClients
+    from tabletopic.kafka.clients import KafkaClients
     from tabletopic.ops.connector_status import status_lines
     loaded = _connector_tables(args)
     if isinstance(loaded, int):

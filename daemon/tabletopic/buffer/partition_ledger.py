@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.offsets.resume import Offsets, lowest_recorded, resume_position
-from tabletopic.topic_partition import TopicPartition
 
 Raised = list[tuple[str, TopicPartition, int]]  # (table, partition, new floor): buffered rows below it must go
 

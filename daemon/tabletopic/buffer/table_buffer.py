@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from tabletopic.convert.records import SinkRecords
-from tabletopic.topic_partition import TopicPartition
+from tabletopic.core.topic_partition import TopicPartition
 
 
 class SchemaConflict(Exception):

@@ -31,8 +31,8 @@ from aiokafka.errors import KafkaError
 
 from tabletopic.commit.events import Fragment, Message, MessageError, decode, java_sink_event
 from tabletopic.commit.fragments import DEFAULT_MAX_BYTES, Reassembly, encode
-from tabletopic.kafka_clients import KafkaClients
-from tabletopic.single_partition_topic import SinglePartitionTopic
+from tabletopic.kafka.clients import KafkaClients
+from tabletopic.kafka.single_partition_topic import SinglePartitionTopic
 
 log = structlog.get_logger(__name__)
 _SEND_ATTEMPTS = 5

@@ -28,8 +28,8 @@ from tabletopic.commit.maintenance_runs import MaintenanceRuns
 from tabletopic.commit.repeated_refusals import CommitRefused, RepeatedRefusals
 from tabletopic.commit.table_commits import RoundOutcome
 from tabletopic.commit.worker import Sender
+from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.observe.metrics import SinkMetrics
-from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.write_result import TableFiles
 
 log = structlog.get_logger(__name__)

@@ -28,8 +28,8 @@ from tabletopic.commit.coordinator import Coordinator, CoordinatorTables
 from tabletopic.commit.events import Message
 from tabletopic.commit.maintenance_runs import MaintenanceRuns, TableMaintenance
 from tabletopic.commit.worker import Worker, WorkerSink
+from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.observe.metrics import SinkMetrics
-from tabletopic.topic_partition import TopicPartition
 
 log = structlog.get_logger(__name__)
 _HELD = 16

@@ -24,10 +24,10 @@ import structlog
 from tabletopic.commit.commit_state import clean_after
 from tabletopic.commit.events import Answer
 from tabletopic.commit.table_committer import CommitFailed, CommitFenced, CommitResult, TableCommitter
+from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.offsets.table_scope import TableScope, unrecorded
 from tabletopic.route.table_feeds import TableFeeds
-from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.java_errors import JAVA_ERRORS, classify, describe, java_error_message
 from tabletopic.write.table_handle import CatalogUnavailable, TableError

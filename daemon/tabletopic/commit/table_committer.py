@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.offsets.source_offsets import (
     COMMIT_ID_KEY,
     CONNECTOR_KEY,
@@ -35,7 +36,6 @@ from tabletopic.offsets.source_offsets import (
     round_start_key,
 )
 from tabletopic.offsets.table_scope import TableScope
-from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.java_errors import JAVA_ERRORS, JavaErrorKind, classify, java_error_message
 from tabletopic.write.spark_session import SparkRuntime
 from tabletopic.write.table_handle import TableHandle

@@ -22,7 +22,7 @@ from typing import Protocol
 import structlog
 
 from tabletopic.commit.events import Answer, Message, Start, Verdict
-from tabletopic.topic_partition import TopicPartition
+from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.write.write_result import WriteResult
 
 log = structlog.get_logger(__name__)

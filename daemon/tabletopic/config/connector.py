@@ -42,7 +42,7 @@ from tabletopic.config.partition_by import PartitionField, parse_partition_by
 from tabletopic.config.plugin_specs import PluginSpec, converter_spec, predicate_specs, transform_specs
 from tabletopic.config.unknown_keys import unknown_warnings
 from tabletopic.config.worker import WORKER_KEYS, WorkerConfig
-from tabletopic.kafka_clients import KafkaClients, security_problem
+from tabletopic.kafka.clients import KafkaClients, security_problem
 
 
 @dataclass(frozen=True)

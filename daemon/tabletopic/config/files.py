@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from tabletopic.config.definition import ConfigError, Problem
-from tabletopic.java_properties import parse_properties
+from tabletopic.core.java_properties import parse_properties
 
 
 def load_config_file(path: str | Path) -> dict[str, str]:

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tabletopic.config.definition import Problem
-from tabletopic.java_properties import parse_properties
+from tabletopic.core.java_properties import parse_properties
 
 _CLASSES = {
     "org.apache.kafka.common.config.provider.FileConfigProvider": "file",

@@ -10,8 +10,8 @@ from urllib.parse import urlparse
 
 from tabletopic.config.definition import ConfigError, Key, KeyType, Parsed, Problem, parse_keys, prefixed
 from tabletopic.config.providers import Providers
-from tabletopic.kafka_clients import ROLES, security_problem
-from tabletopic.listener_security import ListenerSecurity, listener_security
+from tabletopic.core.listener_security import ListenerSecurity, listener_security
+from tabletopic.kafka.clients import ROLES, security_problem
 from tabletopic.observe.secrets import Scrubber
 from tabletopic.registry.compatibility_levels import LEVELS
 
@@ -58,7 +58,7 @@ _STORE_TYPE = "PEM, PKCS12 or JKS; unset: from the file's suffix (JKS otherwise)
 
 
 def _listener_keys(tls: str, auth: str, what: str, basic: str) -> tuple[Key, ...]:
-    """The TLS and authentication keys of one listener (see listener_security.py)."""
+    """The TLS and authentication keys of one listener (see core/listener_security.py)."""
     return (
         Key(f"{tls}keystore.location", KeyType.STRING, None, f"Certificate and key when {what} is https://."),
         Key(f"{tls}keystore.type", KeyType.STRING, None, _STORE_TYPE),

@@ -30,7 +30,7 @@ from tabletopic.connectors.config_store import (
 )
 from tabletopic.connectors.runtime import FAILED, RESTARTING, ConnectorRuntime
 from tabletopic.connectors.status_board import StatusBoard, TaskStatus
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.kafka.clients import KafkaClients
 from tabletopic.write.spark_session import SparkRuntime
 
 log = structlog.get_logger(__name__)

@@ -25,11 +25,11 @@ from aiokafka.protocol.admin import DeleteGroupsRequest
 from tabletopic.commit.table_committer import TableCommitter
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.consume.faust_aiokafka import admin_request
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.core.topic_partition import TopicPartition
+from tabletopic.kafka.clients import KafkaClients
 from tabletopic.offsets.resume import resume_positions
 from tabletopic.offsets.source_offsets import Recorded
-from tabletopic.start_positions import table_reader
-from tabletopic.topic_partition import TopicPartition
+from tabletopic.task.start_positions import table_reader
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.spark_session import SparkRuntime
 

@@ -22,15 +22,15 @@ from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig, offset_reset
 from tabletopic.consume.agent import FaustConsumer
 from tabletopic.consume.group_offsets import committed_offsets
-from tabletopic.failed_records import FailedRecords
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.kafka.clients import KafkaClients
 from tabletopic.maintain.maintainer import Maintainer
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.route.table_feeds import TableFeeds
-from tabletopic.sink_task import SinkTask
-from tabletopic.staging import Staging
-from tabletopic.start_positions import StartPositions, table_reader
-from tabletopic.system_outages import SystemOutages
+from tabletopic.stage.failed_records import FailedRecords
+from tabletopic.stage.staging import Staging
+from tabletopic.task.sink_task import SinkTask
+from tabletopic.task.start_positions import StartPositions, table_reader
+from tabletopic.task.system_outages import SystemOutages
 from tabletopic.write.column_conversion import ConversionRules
 from tabletopic.write.file_writer import FileWriter
 from tabletopic.write.iceberg_tables import IcebergTables

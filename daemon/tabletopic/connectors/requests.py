@@ -24,8 +24,8 @@ from tabletopic.connectors.refusals import AlreadyExists, BadRequest, NotFound, 
 from tabletopic.connectors.runtime import FAILED, UNASSIGNED
 from tabletopic.connectors.status_board import TaskStatus
 from tabletopic.consume.group_offsets import committed_offsets
+from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.offsets.resume import tables_resume
-from tabletopic.topic_partition import TopicPartition
 
 log = structlog.get_logger(__name__)
 

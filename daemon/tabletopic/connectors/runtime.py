@@ -17,15 +17,15 @@ import structlog
 from aiokafka.errors import KafkaError
 from prometheus_client import CollectorRegistry
 
-from tabletopic import exit_codes
 from tabletopic.commit.member import Member
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig
 from tabletopic.connectors.parts import ConnectorParts, build_parts, build_sink
 from tabletopic.consume.agent import FaustConsumer
-from tabletopic.kafka_clients import KafkaAccessError, KafkaClients, KafkaUnavailable
+from tabletopic.core import exit_codes
+from tabletopic.kafka.clients import KafkaAccessError, KafkaClients, KafkaUnavailable
 from tabletopic.observe.metrics import SinkMetrics
-from tabletopic.sink_task import SinkTask
+from tabletopic.task.sink_task import SinkTask
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.java_errors import JAVA_ERRORS, describe
 from tabletopic.write.spark_session import SparkRuntime

@@ -19,7 +19,6 @@ import faust
 import structlog
 from faust.types import TP
 
-from tabletopic import scratch_files
 from tabletopic.commit.member import Member
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig
@@ -36,9 +35,10 @@ from tabletopic.consume.faust_app import faust_app
 from tabletopic.consume.group_offsets import GroupOffsetCommits, report_lag
 from tabletopic.consume.take import RecordTaking, fetch_bytes
 from tabletopic.consume.topic_watch import TopicWatch
-from tabletopic.failed_records import RecordFailed
-from tabletopic.kafka_clients import KafkaClients
-from tabletopic.sink_task import SinkTask
+from tabletopic.core import scratch_files
+from tabletopic.kafka.clients import KafkaClients
+from tabletopic.stage.failed_records import RecordFailed
+from tabletopic.task.sink_task import SinkTask
 
 log = structlog.get_logger(__name__)
 _LAG_EVERY_S = 1.0

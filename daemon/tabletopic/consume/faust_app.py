@@ -10,7 +10,7 @@ from __future__ import annotations
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig, offset_reset
 from tabletopic.consume.batch_fetch import BatchingApp
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.kafka.clients import KafkaClients
 
 _NEVER = 10**9  # Faust commit settings that, with acks off, keep Faust from committing at all
 

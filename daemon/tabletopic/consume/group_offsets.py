@@ -16,10 +16,10 @@ from aiokafka import TopicPartition as KafkaTP
 from aiokafka.errors import KafkaError
 
 from tabletopic.buffer.partition_ledger import PartitionLedger
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.core.topic_partition import TopicPartition
+from tabletopic.kafka.clients import KafkaClients
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.offsets.resume import lowest_recorded
-from tabletopic.topic_partition import TopicPartition
 
 
 async def committed_offsets(clients: KafkaClients, group: str,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.kafka.clients import KafkaClients
 
 
 class TopicWatch:

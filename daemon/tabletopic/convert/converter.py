@@ -19,7 +19,7 @@ import pyarrow as pa
 from tabletopic.config.connector_keys import CONVERTER_GROUP
 from tabletopic.config.plugin_names import available_plugins
 from tabletopic.config.plugin_specs import PluginSpec
-from tabletopic.record_faults import bisect
+from tabletopic.core.record_faults import bisect
 
 
 @dataclass

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 
+from tabletopic.app.standalone import Standalone
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.demo.broker import EmbeddedBroker, create_topic, free_port
@@ -39,7 +40,6 @@ from tabletopic.demo.sample_data import (
 from tabletopic.observe.logging_setup import configure_logging
 from tabletopic.offsets.source_offsets import read_offsets
 from tabletopic.route.router import topic_table
-from tabletopic.standalone import Standalone
 from tabletopic.write.spark_session import SparkRuntime
 
 TOPIC = "clickstream"

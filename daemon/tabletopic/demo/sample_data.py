@@ -10,7 +10,7 @@ import urllib.request
 
 from google.protobuf import message_factory
 
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.kafka.clients import KafkaClients
 from tabletopic.registry.protobuf_schema import parse as parse_proto
 from tabletopic.registry.service import SchemaRegistryService
 

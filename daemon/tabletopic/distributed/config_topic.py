@@ -35,8 +35,8 @@ from tabletopic.connectors.config_store import (
     TargetState,
     TopicsReset,
 )
-from tabletopic.kafka_clients import KafkaClients
-from tabletopic.single_partition_topic import TopicLog
+from tabletopic.kafka.clients import KafkaClients
+from tabletopic.kafka.single_partition_topic import TopicLog
 
 log = structlog.get_logger(__name__)
 _CONNECTOR, _TARGET, _RESTART, _TOPICS = "connector-", "target-state-", "restart-connector-", "topics-reset-"

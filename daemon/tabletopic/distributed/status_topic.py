@@ -19,8 +19,8 @@ from collections.abc import Callable
 import structlog
 
 from tabletopic.connectors.status_board import TaskStatus
-from tabletopic.kafka_clients import KafkaClients
-from tabletopic.single_partition_topic import TopicLog
+from tabletopic.kafka.clients import KafkaClients
+from tabletopic.kafka.single_partition_topic import TopicLog
 
 log = structlog.get_logger(__name__)
 HEARTBEAT_S = 3.0

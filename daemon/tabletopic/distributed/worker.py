@@ -9,11 +9,11 @@ worker joins by starting with the same worker file.
 
 from __future__ import annotations
 
+from tabletopic.app.daemon import Daemon
 from tabletopic.config.worker import WorkerConfig
-from tabletopic.daemon import Daemon
 from tabletopic.distributed.config_topic import ConfigTopicStore
 from tabletopic.distributed.status_topic import StatusTopic
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.kafka.clients import KafkaClients
 from tabletopic.write.spark_session import SparkRuntime
 
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.offsets.source_offsets import COMMIT_ID_KEY, OFFSETS_KEY_PREFIX
-from tabletopic.topic_partition import TopicPartition
 
 JAVA_OFFSETS_PREFIX = "kafka.connect.offsets."
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.offsets.source_offsets import Recorded
-from tabletopic.topic_partition import TopicPartition
 
 Offsets = Mapping[str, Mapping[TopicPartition, int]]  # per table
 

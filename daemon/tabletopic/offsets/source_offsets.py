@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from tabletopic.topic_partition import TopicPartition
+from tabletopic.core.topic_partition import TopicPartition
 
 OFFSETS_KEY_PREFIX = "kafka.connect.source-offsets."
 COMMIT_ID_KEY = "kafka.connect.commit-id"

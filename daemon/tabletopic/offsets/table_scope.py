@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from tabletopic.topic_partition import TopicPartition
+from tabletopic.core.topic_partition import TopicPartition
 
 Offsets = Mapping[TopicPartition, int]
 

@@ -17,10 +17,10 @@ from pyiceberg.exceptions import NoSuchTableError
 
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.consume.group_offsets import committed_offsets
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.core.topic_partition import TopicPartition
+from tabletopic.kafka.clients import KafkaClients
 from tabletopic.offsets.resume import lowest_recorded
 from tabletopic.offsets.source_offsets import VTTS_KEY, PyIcebergTable, Recorded, recorded_in
-from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.pyiceberg_catalog import open_table
 
 

@@ -2,7 +2,7 @@
 
 A single partition gives every reader the same order, which is what lets
 racing writers be resolved the same way everywhere (see ``schema_store``).
-The topic is read by a :class:`~tabletopic.single_partition_topic.TopicLog`:
+The topic is read by a :class:`~tabletopic.kafka.single_partition_topic.TopicLog`:
 writers append, then wait until its reader has applied their record, so a
 reply is only sent once the change is in this daemon's state.
 """
@@ -13,10 +13,10 @@ import json
 
 import structlog
 
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.kafka.clients import KafkaClients
+from tabletopic.kafka.single_partition_topic import TopicLog
 from tabletopic.registry.schema_records import Write
 from tabletopic.registry.schema_store import SchemaStore
-from tabletopic.single_partition_topic import TopicLog
 
 log = structlog.get_logger(__name__)
 

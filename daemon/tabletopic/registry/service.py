@@ -17,8 +17,8 @@ from urllib.parse import urlparse
 import structlog
 from aiohttp import web
 
-from tabletopic.kafka_clients import KafkaClients
-from tabletopic.listener_security import ListenerSecurity
+from tabletopic.core.listener_security import ListenerSecurity
+from tabletopic.kafka.clients import KafkaClients
 from tabletopic.registry.rest_api import RegistryApi
 from tabletopic.registry.schema_log import SchemaLog
 from tabletopic.registry.schema_store import SchemaStore

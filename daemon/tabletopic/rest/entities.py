@@ -12,8 +12,8 @@ from typing import Any
 from tabletopic.config.definition import Key, KeyType, Problem
 from tabletopic.connectors.refusals import BadRequest
 from tabletopic.connectors.status_board import TaskStatus
+from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.observe.secrets import redact
-from tabletopic.topic_partition import TopicPartition
 
 CONNECTOR_TYPE = "sink"
 

@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from tabletopic.listener_security import ListenerSecurity
+from tabletopic.core.listener_security import ListenerSecurity
 
 Probe = Callable[[], tuple[bool, dict[str, Any]]]
 AsyncProbe = Callable[[], Awaitable[tuple[bool, dict[str, Any]]]]

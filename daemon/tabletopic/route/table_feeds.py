@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tabletopic.config.connector import ConnectorConfig
+from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.route.router import topic_table
-from tabletopic.topic_partition import TopicPartition
 
 
 class TableFeeds:

@@ -27,7 +27,7 @@ from tabletopic.config.connector_keys import PREDICATE_GROUP, TRANSFORM_GROUP
 from tabletopic.config.plugin_names import available_plugins
 from tabletopic.config.plugin_specs import PluginSpec
 from tabletopic.convert.records import SinkRecords
-from tabletopic.record_faults import RECORD_ERRORS
+from tabletopic.core.record_faults import RECORD_ERRORS
 
 
 class Transform(Protocol):

@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tabletopic import scratch_files
+from tabletopic.core import scratch_files
 
 FIELD_ID = b"PARQUET:field_id"
 

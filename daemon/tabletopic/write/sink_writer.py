@@ -19,8 +19,8 @@ import structlog
 from tabletopic.buffer.partition_ledger import PartitionLedger, Raised
 from tabletopic.buffer.table_buffer import Drained, TableBuffer
 from tabletopic.convert.records import SinkRecords
+from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.observe.metrics import SinkMetrics
-from tabletopic.topic_partition import TopicPartition
 from tabletopic.write.file_writer import FileWriter, WrittenFiles
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.write_result import TableFiles, WriteResult

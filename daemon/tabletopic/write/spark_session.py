@@ -26,7 +26,7 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from tabletopic import scratch_files
+from tabletopic.core import scratch_files
 from tabletopic.observe.logging_setup import relay_lines
 from tabletopic.write.jvm_classpath import JvmClasspath, build_classpath
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tabletopic.isolation import SystemUnavailable
+from tabletopic.convert.isolation import SystemUnavailable
 from tabletopic.write.parquet_encoding import ParquetLayout
 
 

@@ -22,8 +22,8 @@ from tabletopic.buffer.partition_ledger import PartitionLedger
 from tabletopic.convert.converter import Failure
 from tabletopic.convert.key_rows import key_columns
 from tabletopic.convert.records import UPSERT, SinkRecords
-from tabletopic.record_faults import bisect
-from tabletopic.topic_partition import TopicPartition
+from tabletopic.core.record_faults import bisect
+from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.write.arrow_conform import ConformError, conform
 from tabletopic.write.column_conversion import JAVA_RULES, ConversionRules
 from tabletopic.write.iceberg_tables import IcebergTables

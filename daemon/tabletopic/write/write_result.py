@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tabletopic.topic_partition import TopicPartition
+from tabletopic.core.topic_partition import TopicPartition
 
 
 @dataclass

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tabletopic.isolation import SystemUnavailable
-from tabletopic.tls_stores import store_type, trusted_pem
+from tabletopic.convert.isolation import SystemUnavailable
+from tabletopic.core.tls_stores import store_type, trusted_pem
 
 _ATTEMPTS = 3
 

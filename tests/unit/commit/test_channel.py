@@ -7,7 +7,7 @@ import pytest
 from tabletopic.commit.channel import Channel, ControlTopicShared
 from tabletopic.commit.events import Start
 from tabletopic.commit.fragments import encode
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.kafka.clients import KafkaClients
 
 
 def _channel() -> tuple[Channel, list[int]]:

@@ -9,7 +9,7 @@ import pytest
 from tabletopic.commit.channel import Channel
 from tabletopic.commit.events import Answer, Start
 from tabletopic.commit.member import Member
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.kafka.clients import KafkaClients
 from tests.unit.fakes import TP0, TP1, FakeSink, FakeTables, metrics, run, settle
 
 

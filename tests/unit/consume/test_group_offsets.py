@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from tabletopic.consume.group_offsets import GroupOffsetCommits
-from tabletopic.topic_partition import TopicPartition
+from tabletopic.core.topic_partition import TopicPartition
 
 A, B = ("t", 0), ("t", 1)
 

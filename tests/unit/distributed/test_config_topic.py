@@ -6,7 +6,7 @@ import json
 
 from tabletopic.connectors.config_store import RestartRequest, TargetState, TopicsReset
 from tabletopic.distributed.config_topic import ConfigTopicStore
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.kafka.clients import KafkaClients
 
 
 def _store() -> tuple[ConfigTopicStore, list[object]]:

@@ -6,7 +6,7 @@ import json
 
 from tabletopic.connectors.status_board import TaskStatus
 from tabletopic.distributed.status_topic import _STALE_AFTER_S, StatusTopic
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.kafka.clients import KafkaClients
 
 
 def test_other_workers_drop_out_after_missed_heartbeats_and_ours_stays() -> None:

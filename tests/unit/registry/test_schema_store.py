@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.kafka.clients import KafkaClients
 from tabletopic.registry.schema_log import SchemaLog
 from tabletopic.registry.schema_records import Write
 from tabletopic.registry.schema_store import SchemaStore

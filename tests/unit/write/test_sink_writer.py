@@ -13,7 +13,7 @@ import pytest
 from tabletopic.buffer.partition_ledger import PartitionLedger
 from tabletopic.buffer.table_buffer import Drained
 from tabletopic.convert.records import SinkRecords
-from tabletopic.topic_partition import TopicPartition
+from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.write.file_writer import WrittenFiles
 from tabletopic.write.sink_writer import SinkWriter, shares
 from tabletopic.write.table_handle import TableHandle

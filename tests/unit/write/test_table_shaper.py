@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from tabletopic.buffer.partition_ledger import PartitionLedger
 from tabletopic.convert.records import DELETE, SinkRecords
-from tabletopic.topic_partition import TopicPartition
+from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.write.table_handle import TableError, TableHandle
 from tabletopic.write.table_shaper import TableShaper
 from tests.unit.fakes import TP0, run

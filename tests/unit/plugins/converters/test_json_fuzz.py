@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tabletopic.convert.converter import ConvertResult
-from tabletopic.isolation import convert_isolating
+from tabletopic.convert.isolation import convert_isolating
 from tabletopic_plugins.converters.json_converter import JsonConverter, _convert_schemaless
 
 ODD_TEXT = st.text(alphabet=st.characters(codec="utf-8") | st.sampled_from(["\ud800", "\udfff", "\x00", "\ufeff"]),

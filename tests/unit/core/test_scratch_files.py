@@ -3,12 +3,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tabletopic import scratch_files
+from tabletopic.core import scratch_files
 
 
 def _dead_owner() -> str:
     """The owner part of a name whose process has ended: a child that ran and was reaped."""
-    child = subprocess.run([sys.executable, "-c", "from tabletopic import scratch_files; "
+    child = subprocess.run([sys.executable, "-c", "from tabletopic.core import scratch_files; "
                             "print(scratch_files.prefix('arrow'))"], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     return child.stdout.strip().removeprefix("tabletopic-arrow-")

@@ -20,15 +20,15 @@ import structlog
 
 from tabletopic.buffer.partition_ledger import PartitionLedger
 from tabletopic.config.connector import ConnectorConfig
+from tabletopic.convert.isolation import SystemUnavailable, apply_isolating
 from tabletopic.convert.records import RawRecords, SinkRecords
-from tabletopic.failed_records import FailedRecords, RecordFailure
-from tabletopic.isolation import SystemUnavailable, apply_isolating
+from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.route.unroutable import Unroutable
-from tabletopic.staging import Staged, Staging, payload_sizes
-from tabletopic.start_positions import StartPositions
-from tabletopic.system_outages import SystemOutages
-from tabletopic.topic_partition import TopicPartition
+from tabletopic.stage.failed_records import FailedRecords, RecordFailure
+from tabletopic.stage.staging import Staged, Staging, payload_sizes
+from tabletopic.task.start_positions import StartPositions
+from tabletopic.task.system_outages import SystemOutages
 from tabletopic.write.java_errors import describe
 from tabletopic.write.sink_writer import SinkWriter
 from tabletopic.write.table_handle import TableError, TableMissing

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from tabletopic.convert.converter import ConvertResult
+from tabletopic.convert.isolation import apply_isolating, convert_isolating
 from tabletopic.convert.records import SinkRecords
-from tabletopic.isolation import apply_isolating, convert_isolating
 
 
 def _parse_all(data: Sequence[bytes]) -> ConvertResult:

@@ -1,5 +1,5 @@
 """Isolating the records at fault in a stage's batch: its converters' and its transforms' and
-routing's, by :mod:`tabletopic.record_faults`' rule."""
+routing's, by :mod:`tabletopic.core.record_faults`' rule."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TypeVar
 
 from tabletopic.convert.converter import Converted, ConvertResult, Failure
 from tabletopic.convert.records import SinkRecords
-from tabletopic.record_faults import bisect
+from tabletopic.core.record_faults import bisect
 
 
 class SystemUnavailable(RuntimeError):

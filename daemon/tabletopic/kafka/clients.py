@@ -5,9 +5,9 @@ Precedence follows Kafka Connect: the worker's keys (``security.protocol``,
 ``admin.`` prefixed keys in the worker file narrow them to one kind of client;
 a connector's ``consumer.override.*`` and ``producer.override.*`` win.
 
-TLS stores may be PEM or PKCS12 (see :mod:`tabletopic.tls_stores`).  SASL takes
+TLS stores may be PEM or PKCS12 (see :mod:`tabletopic.core.tls_stores`).  SASL takes
 PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 from Kafka's JAAS line, and OAUTHBEARER with
-the client-credentials grant (see :mod:`tabletopic.oauth_token`).
+the client-credentials grant (see :mod:`tabletopic.kafka.oauth_token`).
 
 :meth:`KafkaClients.probe` tells a bad configuration (an untrusted certificate, a
 refused client certificate, wrong credentials) from a broker that is down, so the
@@ -31,8 +31,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from tabletopic.oauth_token import ClientCredentialsToken, TokenRefused
-from tabletopic.tls_stores import load_keystore, store_type, trusted_pem
+from tabletopic.core.tls_stores import load_keystore, store_type, trusted_pem
+from tabletopic.kafka.oauth_token import ClientCredentialsToken, TokenRefused
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")

@@ -14,11 +14,11 @@ from typing import Any
 
 from tabletopic.buffer.partition_ledger import PartitionLedger
 from tabletopic.config.connector import ConnectorConfig
+from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.offsets.java_sink import check_takeover, java_sink_commit
 from tabletopic.offsets.source_offsets import Recorded
 from tabletopic.route.table_feeds import TableFeeds
-from tabletopic.system_outages import SystemOutages
-from tabletopic.topic_partition import TopicPartition
+from tabletopic.task.system_outages import SystemOutages
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.java_errors import JavaErrorKind, classify, java_error_message
 from tabletopic.write.sink_writer import SinkWriter

@@ -32,8 +32,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from tabletopic.java_properties import parse_properties
-from tabletopic.tls_stores import load_keystore, store_type, trusted_pem
+from tabletopic.core.java_properties import parse_properties
+from tabletopic.core.tls_stores import load_keystore, store_type, trusted_pem
 
 OPEN_PATHS = frozenset({"/health"})
 _CERTIFICATE = re.compile(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----\n?", re.S)

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 import structlog
 
-from tabletopic.system_outages import SystemOutages
+from tabletopic.task.system_outages import SystemOutages
 from tabletopic.write.table_handle import CatalogUnavailable
 from tests.unit.fakes import metrics
 

@@ -1,16 +1,16 @@
 """Standalone mode, as ``connect-standalone``: connectors from the command line's files, kept in memory.
 
 Connectors created over the REST API run beside them until the process stops, as in
-Kafka Connect's standalone mode.  The process itself is :class:`tabletopic.daemon.Daemon`.
+Kafka Connect's standalone mode.  The process itself is :class:`tabletopic.app.daemon.Daemon`.
 """
 
 from __future__ import annotations
 
+from tabletopic.app.daemon import Daemon
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig
 from tabletopic.connectors.config_store import MemoryConfigStore
 from tabletopic.connectors.runtime import ConnectorRuntime
-from tabletopic.daemon import Daemon
 from tabletopic.write.spark_session import SparkRuntime
 
 

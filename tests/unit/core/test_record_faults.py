@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tabletopic.record_faults import bisect
+from tabletopic.core.record_faults import bisect
 
 
 def _sum_without(bad: set[int]):  # type: ignore[no-untyped-def]

@@ -7,7 +7,7 @@ import json
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.convert.records import DELETE, RawRecords
-from tabletopic.staging import Staging
+from tabletopic.stage.staging import Staging
 
 WORKER = parse_worker({"bootstrap.servers": "127.0.0.1:9",
                        "value.converter": "org.apache.kafka.connect.json.JsonConverter",

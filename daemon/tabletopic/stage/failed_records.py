@@ -27,7 +27,7 @@ from aiokafka.errors import MessageSizeTooLargeError, TopicAlreadyExistsError
 
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.convert.records import RawRecords
-from tabletopic.kafka_clients import KafkaClients
+from tabletopic.kafka.clients import KafkaClients
 from tabletopic.observe.metrics import SinkMetrics
 
 log = structlog.get_logger(__name__)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from tabletopic.isolation import SystemUnavailable
+from tabletopic.convert.isolation import SystemUnavailable
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.write.java_errors import JAVA_ERRORS, java_error_message
 from tabletopic.write.table_handle import CatalogUnavailable

@@ -19,11 +19,11 @@ import numpy as np
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.convert.change_kind import ChangeKinds
 from tabletopic.convert.converter import Converter, ConvertResult, load_converter
+from tabletopic.convert.isolation import apply_isolating, convert_isolating
 from tabletopic.convert.key_rows import as_deletes, tombstone_deletes
 from tabletopic.convert.records import RawRecords, SinkRecords, no_columns
-from tabletopic.failed_records import RecordFailure
-from tabletopic.isolation import apply_isolating, convert_isolating
 from tabletopic.route.router import Router
+from tabletopic.stage.failed_records import RecordFailure
 from tabletopic.transform.chain import TransformChain, TransformError
 
 

@@ -26,7 +26,6 @@ from urllib.parse import urlparse
 
 import structlog
 
-from tabletopic import exit_codes, scratch_files
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.definition import ConfigError
 from tabletopic.config.worker import WorkerConfig
@@ -35,7 +34,8 @@ from tabletopic.connectors.herder import Herder
 from tabletopic.connectors.requests import ConnectorRequests
 from tabletopic.connectors.runtime import ConnectorRuntime
 from tabletopic.connectors.status_board import LocalStatusBoard, StatusBoard
-from tabletopic.kafka_clients import KafkaAccessError, KafkaClients, KafkaUnavailable
+from tabletopic.core import exit_codes, scratch_files
+from tabletopic.kafka.clients import KafkaAccessError, KafkaClients, KafkaUnavailable
 from tabletopic.observe.metrics import connector_states, new_registry
 from tabletopic.registry.service import RegistryStartError, SchemaRegistryService
 from tabletopic.rest.connect_api import ConnectApi

@@ -1,7 +1,7 @@
 """Which partitions need more than their own table's record to know where they resume."""
 
 from tabletopic.offsets.source_offsets import Recorded
-from tabletopic.start_positions import unanchored
+from tabletopic.task.start_positions import unanchored
 
 P, Q = ("tt.a", 0), ("tt.b", 0)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tabletopic.kafka_clients import KafkaClients, security_of, security_problem
+from tabletopic.kafka.clients import KafkaClients, security_of, security_problem
 from tests.tls_material import PASSWORD, make_material
 
 JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="a\\"b c";'
