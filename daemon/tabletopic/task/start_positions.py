@@ -8,8 +8,9 @@ until the decision is made, and are taken only if it left their position as it w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from tabletopic.buffer.partition_ledger import PartitionLedger
@@ -49,36 +50,18 @@ class StartPositions:
         self._read_tables = outages.read  # retried while the catalog or storage fails
         self._log = log
         self._group_offsets = group_offsets  # the consumer group's committed offsets, read back
-        # Partitions whose start is being read from the tables (by how many readings), and the event
-        # set once none is.
-        self._deciding: Counter[TopicPartition] = Counter()
-        self._decided = asyncio.Event()
-        self._decided.set()
+        self._gate = DecisionGate()
         self._catalog_scanned = False
 
     async def undecided(self, tp: TopicPartition) -> None:
-        """Return once no start of ``tp`` is being decided.
-
-        While the tables are read for a partition's start (an assignment, or after a rejected
-        answer) its position is unknown, and records fetched meanwhile were judged against none:
-        they may begin past that start, and taking them would skip the rows in between. They wait
-        for the decision; if it moved the position, the seek brings them again.
-        """
-        while tp in self._deciding:
-            await self._decided.wait()
+        """Return once no start of ``tp`` is being decided (see :class:`DecisionGate`)."""
+        await self._gate.undecided(tp)
 
     async def decide(self, tps: set[TopicPartition]) -> dict[TopicPartition, int]:
         """Read the tables' offsets for ``tps`` and decide where each must be read from (see
         :meth:`_decide`); records of ``tps`` that arrive meanwhile wait for the decision."""
-        self._deciding.update(tps)
-        self._decided.clear()
-        try:
+        with self._gate.deciding(tps):
             return await self._decide(tps)
-        finally:
-            self._deciding.subtract(tps)
-            self._deciding = +self._deciding  # two decisions may overlap: a partition waits for both
-            if not self._deciding:
-                self._decided.set()
 
     async def _decide(self, tps: set[TopicPartition]) -> dict[TopicPartition, int]:
         """Where each partition of ``tps`` must be read from, by what the tables record.
@@ -168,6 +151,42 @@ class StartPositions:
                 self._log.warning("could not list the catalog's tables", error=why)
             self._log.debug("listing the catalog's tables failed", exc_info=exc)
             return set()
+
+
+class DecisionGate:
+    """Partitions whose start is being decided, and a wait until none of a partition's decisions is under way.
+
+    While the tables are read for a partition's start (an assignment, or after a rejected answer) its
+    position is unknown, and records fetched meanwhile were judged against none: they may begin past
+    that start, and taking them would skip the rows in between. They wait for the decision; if it moved
+    the position, the seek brings them again. Two decisions may overlap (a rebalance during a re-read):
+    a partition waits for both. Event-loop only.
+    """
+
+    def __init__(self) -> None:
+        self._deciding: Counter[TopicPartition] = Counter()  # by how many decisions under way
+        self._decided = asyncio.Event()  # set while no partition is being decided
+        self._decided.set()
+
+    def under_way(self, tp: TopicPartition) -> bool:
+        return tp in self._deciding
+
+    @contextlib.contextmanager
+    def deciding(self, tps: set[TopicPartition]) -> Iterator[None]:
+        """Hold ``tps`` at the gate for the block, however it ends (a failed or cancelled decision too)."""
+        self._deciding.update(tps)
+        self._decided.clear()
+        try:
+            yield
+        finally:
+            self._deciding.subtract(tps)
+            self._deciding = +self._deciding
+            if not self._deciding:
+                self._decided.set()
+
+    async def undecided(self, tp: TopicPartition) -> None:
+        while tp in self._deciding:
+            await self._decided.wait()
 
 
 def unanchored(tps: set[TopicPartition], by_table: dict[str, Recorded], group: dict[TopicPartition, int]) -> bool:

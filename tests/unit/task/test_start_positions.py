@@ -1,7 +1,10 @@
-"""Which partitions need more than their own table's record to know where they resume."""
+"""Which partitions need more than their own table's record to know where they resume, and the gate that holds
+a partition's records while its start is decided."""
+
+import asyncio
 
 from tabletopic.offsets.source_offsets import Recorded
-from tabletopic.task.start_positions import unanchored
+from tabletopic.task.start_positions import DecisionGate, unanchored
 
 P, Q = ("tt.a", 0), ("tt.b", 0)
 
@@ -15,3 +18,83 @@ def test_a_partition_with_a_group_offset_or_a_table_record_is_anchored() -> None
 def test_a_partition_with_neither_needs_every_tables_round_starts() -> None:
     assert unanchored({P, Q}, {"tt.a": Recorded({P: 5}, 1, "snapshot")}, {})
     assert unanchored({Q}, {}, {})
+
+
+# -- the gate: records of a partition wait while its start is being decided --------------------------------
+A, B = ("t", 0), ("t", 1)
+
+
+async def _waiter(gate: DecisionGate, tp: tuple[str, int], passed: list[tuple[str, int]]) -> None:
+    await gate.undecided(tp)
+    passed.append(tp)
+
+
+async def _settle() -> None:
+    for _ in range(5):  # let every ready task run: no clock involved
+        await asyncio.sleep(0)
+
+
+def test_a_partition_outside_every_decision_passes_at_once() -> None:
+    async def go() -> None:
+        gate, passed = DecisionGate(), []
+        with gate.deciding({A}):
+            await asyncio.wait_for(_waiter(gate, B, passed), 5)
+        assert passed == [B]
+    asyncio.run(go())
+
+
+def test_records_wait_until_their_partitions_decision_ends() -> None:
+    async def go() -> None:
+        gate, passed = DecisionGate(), []
+        with gate.deciding({A}):
+            waiter = asyncio.create_task(_waiter(gate, A, passed))
+            await _settle()
+            assert passed == [] and gate.under_way(A)
+        await asyncio.wait_for(waiter, 5)
+        assert passed == [A] and not gate.under_way(A)
+    asyncio.run(go())
+
+
+def test_overlapping_decisions_hold_a_partition_until_both_end() -> None:
+    """A rebalance during a re-read: the partition is in two decisions, and the first ending frees nothing."""
+    async def go() -> None:
+        gate, passed = DecisionGate(), []
+        first, second = gate.deciding({A, B}), gate.deciding({A})
+        first.__enter__()
+        second.__enter__()
+        waiter_a = asyncio.create_task(_waiter(gate, A, passed))
+        waiter_b = asyncio.create_task(_waiter(gate, B, passed))
+        first.__exit__(None, None, None)
+        await _settle()
+        assert gate.under_way(A) and not gate.under_way(B)
+        assert A not in passed
+        second.__exit__(None, None, None)
+        await asyncio.wait_for(asyncio.gather(waiter_a, waiter_b), 5)
+        assert sorted(passed) == [A, B]
+    asyncio.run(go())
+
+
+def test_a_decision_that_fails_or_is_cancelled_opens_the_gate() -> None:
+    async def decide(gate: DecisionGate, started: asyncio.Event) -> None:
+        with gate.deciding({A}):
+            started.set()
+            await asyncio.Event().wait()  # a table read that never answers
+
+    async def go() -> None:
+        gate, passed, started = DecisionGate(), [], asyncio.Event()
+        decision = asyncio.create_task(decide(gate, started))
+        await started.wait()
+        waiter = asyncio.create_task(_waiter(gate, A, passed))
+        await _settle()
+        assert passed == []
+        decision.cancel()
+        await asyncio.gather(decision, return_exceptions=True)
+        await asyncio.wait_for(waiter, 5)
+        assert passed == [A]
+        try:
+            with gate.deciding({A}):
+                raise RuntimeError("the catalog refused")
+        except RuntimeError:
+            pass
+        assert not gate.under_way(A)
+    asyncio.run(go())
