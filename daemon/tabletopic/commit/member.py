@@ -90,9 +90,9 @@ class Member:
         self.error_future.set_exception(task.exception() or RuntimeError(f"{task.get_name()} ended"))
 
     def _on_channel_failed(self, future: asyncio.Future[None]) -> None:
-        if not future.cancelled() and future.exception() is not None and self.error_future is not None \
-                and not self.error_future.done():
-            self.error_future.set_exception(future.exception())  # type: ignore[arg-type]
+        failure = None if future.cancelled() else future.exception()
+        if failure is not None and self.error_future is not None and not self.error_future.done():
+            self.error_future.set_exception(failure)
 
     # -- election -----------------------------------------------------------------------------------
     def on_assignment(self, assigned: Iterable[TopicPartition], everything: set[TopicPartition],

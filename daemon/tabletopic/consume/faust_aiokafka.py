@@ -213,12 +213,12 @@ class RawFetchConsumer(FaustConsumer):
 
     async def _getmany(self, active_partitions: set[TP] | None, timeout: float) -> Any:
         thread = self._thread
-        app: BatchDrain = self.app  # type: ignore[assignment]
+        app: BatchDrain = self.app  # type: ignore[assignment]  # Faust types it AppT; ours is a BatchingApp
         return await thread.call_thread(fetch_raw, thread, active_partitions, timeout,
                                         thread._ensure_consumer()._max_poll_records, app.on_drained)
 
     async def _drain_messages(self, fetcher: Any) -> None:  # pragma: no cover - exercised end to end
-        app: BatchDrain = self.app  # type: ignore[assignment]
+        app: BatchDrain = self.app  # type: ignore[assignment]  # Faust types it AppT; ours is a BatchingApp
         try:
             await app.drain_fetches(FetchLoop(self, fetcher))
         except self.consumer_stopped_errors as exc:
@@ -262,22 +262,22 @@ class RawFetchApp(faust.App):
 def set_resubscribe_delay(app: faust.App, seconds: float) -> None:
     """Faust waits 45 s after a subscription change before it resubscribes, to gather the changes made
     during one rebalance."""
-    app.topics._resubscribe_sleep_lock_seconds = seconds  # type: ignore[attr-defined]
+    app.topics._resubscribe_sleep_lock_seconds = seconds  # type: ignore[attr-defined]  # Faust's internals, checked at start-up (check_internals)
 
 
 def paused_partitions(app: faust.App) -> set[TP]:
     """The partitions Faust paused itself (flow control), which tabletopic must not resume."""
-    return set(app.consumer._paused_partitions)  # type: ignore[attr-defined]
+    return set(app.consumer._paused_partitions)  # type: ignore[attr-defined]  # Faust's internals, checked at start-up (check_internals)
 
 
 def kafka_consumer(app: faust.App) -> AIOKafkaConsumer:
     """aiokafka's consumer under Faust's, for its subscription and partition metadata."""
-    return app.consumer._thread._ensure_consumer()  # type: ignore[attr-defined, no-any-return]
+    return app.consumer._thread._ensure_consumer()  # type: ignore[attr-defined, no-any-return]  # as above: checked at start-up
 
 
 async def commit_offsets(app: faust.App, offsets: dict[TP, int]) -> None:
     """Commit ``offsets`` to the group as they are: Faust's public commit takes its own acked offsets."""
-    await app.consumer._commit(offsets)  # type: ignore[attr-defined]
+    await app.consumer._commit(offsets)  # type: ignore[attr-defined]  # Faust's internals, checked at start-up (check_internals)
 
 
 async def admin_request(admin: AIOKafkaAdminClient, request: Any, node: int) -> Any:

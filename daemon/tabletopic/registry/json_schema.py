@@ -38,17 +38,17 @@ class JsonSchema:
         return json.dumps(self.root, sort_keys=True, separators=(",", ":"))
 
     @cached_property
-    def registry(self) -> referencing.Registry:  # type: ignore[type-arg]
+    def registry(self) -> referencing.Registry:  # type: ignore[type-arg]  # referencing's generics: documents of any type
         resources = [(name, _resource(doc)) for name, doc in self.references]
         return referencing.Registry().with_resources([(_ROOT, _resource(self.root)), *resources])
 
     @property
-    def resolver(self) -> referencing.Resolver:  # type: ignore[type-arg]
+    def resolver(self) -> referencing.Resolver:  # type: ignore[type-arg]  # referencing's generics: documents of any type
         """Where the root document's ``$ref`` are read from."""
         return self.registry.resolver(_ROOT)
 
-    def resolve(self, node: Any, resolver: referencing.Resolver | None = None  # type: ignore[type-arg]
-                ) -> tuple[Any, referencing.Resolver]:  # type: ignore[type-arg]
+    def resolve(self, node: Any, resolver: referencing.Resolver | None = None  # type: ignore[type-arg]  # referencing's generics: documents of any type
+                ) -> tuple[Any, referencing.Resolver]:  # type: ignore[type-arg]  # referencing's generics: documents of any type
         """``node`` with its ``$ref`` followed (repeatedly), and the resolver for the refs inside it."""
         resolver = resolver or self.resolver
         seen = 0
@@ -86,7 +86,7 @@ def parse(text: str, references: list[tuple[str, JsonSchema]]) -> JsonSchema:
     return schema
 
 
-def _resource(doc: Any) -> referencing.Resource:  # type: ignore[type-arg]
+def _resource(doc: Any) -> referencing.Resource:  # type: ignore[type-arg]  # referencing's generics: documents of any type
     return referencing.Resource.from_contents(doc, default_specification=DRAFT7)
 
 

@@ -11,8 +11,9 @@ a message type's name, moving several fields into one oneof, or a required field
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from google.protobuf import descriptor_pb2
 
@@ -67,10 +68,10 @@ class _Side:
             prefix = f".{f.package}" if f.package else ""
             self._index(prefix, f.package, f.message_type, f.enum_type)
 
-    def _index(self, prefix: str, package: str, messages: object, enums: object) -> None:
-        for e in enums:  # type: ignore[attr-defined]
+    def _index(self, prefix: str, package: str, messages: Iterable[Any], enums: Iterable[Any]) -> None:
+        for e in enums:
             self.enums[f"{prefix}.{e.name}"] = e
-        for m in messages:  # type: ignore[attr-defined]
+        for m in messages:
             name = f"{prefix}.{m.name}"
             self.messages[name] = m
             self.packages[name] = package
@@ -101,10 +102,10 @@ class _Diff:
         yield from self.types("#/", of.message_type, uf.message_type, of.enum_type, uf.enum_type,
                               f".{of.package}" if of.package else "", f".{uf.package}" if uf.package else "")
 
-    def types(self, path: str, o_messages: object, u_messages: object, o_enums: object, u_enums: object,
-              o_prefix: str, u_prefix: str) -> Iterator[Difference]:
-        om = {m.name: (i, m) for i, m in enumerate(o_messages)}  # type: ignore[call-overload]
-        um = {m.name: (i, m) for i, m in enumerate(u_messages)}  # type: ignore[call-overload]
+    def types(self, path: str, o_messages: Iterable[Any], u_messages: Iterable[Any], o_enums: Iterable[Any],
+              u_enums: Iterable[Any], o_prefix: str, u_prefix: str) -> Iterator[Difference]:
+        om = {m.name: (i, m) for i, m in enumerate(o_messages)}
+        um = {m.name: (i, m) for i, m in enumerate(u_messages)}
         for name in sorted(om.keys() | um.keys()):
             here = f"{path}{name}"
             if name not in um:
@@ -117,8 +118,8 @@ class _Diff:
                 yield from self.message(here, om[name][1], um[name][1], f"{o_prefix}.{name}", f"{u_prefix}.{name}")
                 if om[name][0] != um[name][0]:
                     yield Difference("MESSAGE_MOVED", here)
-        oe = {e.name: e for e in o_enums}  # type: ignore[attr-defined]
-        ue = {e.name: e for e in u_enums}  # type: ignore[attr-defined]
+        oe = {e.name: e for e in o_enums}
+        ue = {e.name: e for e in u_enums}
         for name in sorted(oe.keys() | ue.keys()):
             here = f"{path}{name}"
             if name not in ue:

@@ -16,9 +16,11 @@ import importlib.resources
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.message import DecodeError
@@ -189,9 +191,9 @@ def _import_well_known(name: str) -> None:
         raise InvalidProtobuf(f"imports {name}, which is not one of the well-known types this registry has") from None
 
 
-def _messages(messages: object) -> list[descriptor_pb2.DescriptorProto]:
+def _messages(messages: Iterable[Any]) -> list[descriptor_pb2.DescriptorProto]:
     out: list[descriptor_pb2.DescriptorProto] = []
-    for m in messages:  # type: ignore[attr-defined]
+    for m in messages:
         out.append(m)
         out.extend(_messages(m.nested_type))
     return out

@@ -96,7 +96,7 @@ class RegistryApi:
     @web.middleware
     async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
-            return await handler(request)  # type: ignore[no-any-return]
+            return await handler(request)  # type: ignore[no-any-return]  # aiohttp's Handler returns Any
         except RegistryError as exc:
             return _reply({"error_code": exc.code, "message": exc.message}, exc.status)
         except (asyncio.TimeoutError, OSError) as exc:
@@ -138,7 +138,7 @@ class RegistryApi:
         """``?format=serialized`` asks for a Protobuf schema as its base64 descriptor (confluent-kafka's
         Python clients read it so); any other schema, or format, is shown as registered."""
         if request.query.get("format") == "serialized" and body.get("schemaType") == "PROTOBUF":
-            body["schema"] = self.store.parsed(schema_id).serialized()  # type: ignore[union-attr]
+            body["schema"] = self.store.parsed(schema_id).serialized()  # type: ignore[union-attr]  # a PROTOBUF schema is parsed
         return body
 
     def _id(self, request: web.Request) -> int:

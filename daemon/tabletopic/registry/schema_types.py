@@ -29,18 +29,18 @@ def parse(schema_type: str, text: str, references: list[tuple[str, Parsed]]) -> 
     if schema_type == "AVRO":
         known: dict[str, Any] = {}
         for _, target in references:
-            known.update(target.names)  # type: ignore[union-attr]
+            known.update(target.names)  # type: ignore[union-attr]  # checked above: every reference is AVRO
         return resolve(json.loads(text), known)
     if schema_type == "PROTOBUF":
-        return parse_protobuf(text, references)  # type: ignore[arg-type]
-    return parse_json(text, references)  # type: ignore[arg-type]
+        return parse_protobuf(text, references)  # type: ignore[arg-type]  # checked above: all PROTOBUF
+    return parse_json(text, references)  # type: ignore[arg-type]  # checked above: all JSON
 
 
 def canonical(schema_type: str, parsed: Parsed | None, text: str) -> str:
     """The form two registrations share when they are the same schema (whitespace, key order and,
     for Protobuf, .proto text against a serialized descriptor do not make a schema new)."""
     if schema_type == "PROTOBUF" and parsed is not None:
-        return parsed.canonical  # type: ignore[union-attr]
+        return parsed.canonical  # type: ignore[union-attr]  # a PROTOBUF schema parses to ProtobufSchema
     try:
         return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
     except ValueError:
@@ -54,7 +54,7 @@ def compatibility_problems(schema_type: str, level: str, new: Parsed, previous: 
         was = next(name for name, cls in _CLASSES.items() if isinstance(other[-1], cls))
         return [f"the subject's earlier versions are {was} schemas; a {schema_type} schema cannot follow them"]
     if schema_type == "AVRO":
-        return avro_compatibility.compatibility_problems(level, new, previous)  # type: ignore[arg-type]
+        return avro_compatibility.compatibility_problems(level, new, previous)  # type: ignore[arg-type]  # one type: checked above
     if schema_type == "PROTOBUF":
-        return protobuf_compatibility.compatibility_problems(level, new, previous)  # type: ignore[arg-type]
-    return json_compatibility.compatibility_problems(level, new, previous)  # type: ignore[arg-type]
+        return protobuf_compatibility.compatibility_problems(level, new, previous)  # type: ignore[arg-type]  # one type: checked above
+    return json_compatibility.compatibility_problems(level, new, previous)  # type: ignore[arg-type]  # one type: checked above

@@ -38,7 +38,7 @@ class Staged:
 def payload_sizes(payloads: list[bytes | None]) -> np.ndarray:
     nulls = payloads.count(None)
     if not nulls:  # the usual batch: lengths taken without a Python step per payload
-        return np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))  # type: ignore[arg-type]
+        return np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))  # type: ignore[arg-type]  # no None here: numpy's stub wants a typed iterable
     if nulls == len(payloads):  # keys, most often
         return np.zeros(len(payloads), dtype=np.int64)
     return np.fromiter((len(p) if p is not None else 0 for p in payloads), dtype=np.int64, count=len(payloads))
