@@ -88,6 +88,19 @@ def stats(warehouse: Warehouse) -> TableStats:
     return stats_from_java(TableActions(warehouse.spark, warehouse.table(TABLE)))
 
 
+def round_files(jvm: Any, table: Any, rows: Any, keys: Any, name: str) -> Any:
+    """An upsert round's files, as the sink writes them: ``rows`` as data files and ``keys`` as equality deletes
+    on ``id`` in the unpartitioned spec, in one Java list."""
+    batch = jvm.tabletopic.FileBatch(name, {})
+    data = batch.addData(rows._jdf, table, table.schema().schemaId())
+    deletes = batch.addEqualityDeletes(keys._jdf, table, jvm.tabletopic.TableSpecs.ensureUnpartitionedSpec(table),
+                                       [table.schema().findField("id").fieldId()])
+    written = batch.write()
+    files = jvm.java.util.ArrayList(written.get(data))
+    files.addAll(written.get(deletes))
+    return files
+
+
 def wait_logged(warehouse: Warehouse, daemon: DaemonProcess, group: str) -> None:
     """Until the daemon has logged the commit whose offsets the table holds.  A commit is counted in
     the metrics after the catalog holds it, and logged after it is counted, so the table can show it
@@ -367,11 +380,7 @@ def test_commits_carry_position_deletes_and_fall_back_when_overtaken(bootstrap: 
     source = session.sql(f"SELECT * FROM {warehouse.catalog}.{TABLE} WHERE id IN ({keys})")
     rows = source.withColumn("v", source["v"] + 1_000_000)
     writer = jvm.tabletopic.SinkWriter
-    id_field = table.schema().findField("id").fieldId()
-    data = writer.writeDataFiles(rows._jdf, table, table.schema().schemaId(), "planted-data", {})
-    deletes = writer.writeEqualityDeletes(source.select("id")._jdf, table, writer.ensureUnpartitionedSpec(table),
-                                          [id_field], "planted-deletes", {})
-    files = writer.concat(data, deletes)
+    files = round_files(jvm, table, rows, source.select("id"), "planted")
     table.refresh()
     base = table.currentSnapshot().snapshotId()  # what the committer read before its files' rows
     resolved = jvm.tabletopic.CommitDeletes.resolve(table, files, 1_000_000)
@@ -432,15 +441,11 @@ def test_a_commit_searches_only_the_files_whose_key_bounds_hold_its_deletes(ware
     table = warehouse.table(name)
     writer = warehouse.spark.jvm.tabletopic.SinkWriter
     commit_deletes = warehouse.spark.jvm.tabletopic.CommitDeletes
-    id_field = table.schema().findField("id").fieldId()
 
     def upsert(first: int, last: int) -> Any:
         """A sink round's files: ids first..last again, at v=1, and the equality deletes of their older rows."""
         changed = session.range(first, last + 1).selectExpr("id", "1L AS v")
-        data = writer.writeDataFiles(changed._jdf, table, table.schema().schemaId(), "pruned-data", {})
-        deletes = writer.writeEqualityDeletes(changed.select("id")._jdf, table,
-                                              writer.ensureUnpartitionedSpec(table), [id_field], "pruned-deletes", {})
-        return writer.concat(data, deletes)
+        return round_files(warehouse.spark.jvm, table, changed, changed.select("id"), "pruned")
 
     def commit(files: Any, resolved: Any) -> Any:
         table.refresh()

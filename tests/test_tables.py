@@ -91,7 +91,7 @@ def test_an_answers_files_are_checked_against_their_tables_in_one_call(spark: Sp
     a = tables.get("check.a", SAMPLE)
     tables.get("check.b", SAMPLE)
     tables.forget("check.b")
-    helper = spark.java_class("tabletopic.SinkWriter")
+    helper = spark.java_class("tabletopic.ContentFiles")
     inside = {"spec-id": 0, "content": "DATA", "file-path": a.java.location() + "/data/x.parquet",
               "file-format": "PARQUET", "partition": {}, "file-size-in-bytes": 10, "record-count": 1}
     outside = {**inside, "file-path": "/etc/passwd"}

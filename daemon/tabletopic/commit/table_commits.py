@@ -119,7 +119,7 @@ class TableCommits:
         The loaded tables are checked in one py4j call; a table released meanwhile is loaded and
         checked on its own.
         """
-        helper = self._tables.spark.java_class("tabletopic.SinkWriter")
+        helper = self._tables.spark.java_class("tabletopic.ContentFiles")
         try:
             report = json.loads(helper.invalidFiles(self._tables.java_tables(),
                                                     json.dumps({t: f.files for t, f in answer.tables.items()})))

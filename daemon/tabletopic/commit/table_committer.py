@@ -203,7 +203,7 @@ class TableCommitter:
         try:
             table = handle.java
             table.refresh()
-            base = int(writer.headSnapshotId(table, handle.branch))
+            base = int(self._spark.java_class("tabletopic.TableHeads").headSnapshotId(table, handle.branch))
             summary = {offsets_key(self._group_id): encode(offsets), COMMIT_ID_KEY: str(uuid.uuid4()),
                        CONNECTOR_KEY: self._connector}
             props = {property_key(self._group_id, handle.branch): property_value(offsets, -1)}

@@ -141,12 +141,12 @@ class _JavaTable:
 
 
 class _HelpedJavaTable(_JavaTable):
-    """The JVM's Table, its head and summaries read through tabletopic's ``SinkWriter`` helpers: one py4j
+    """The JVM's Table, its head and summaries read through tabletopic's ``TableHeads``: one py4j
     call each, where Iceberg's own API takes one per summary key (a commit's hot path reads them)."""
 
     def __init__(self, table: Any, helper: Any, head: tuple[int, Mapping[str, str] | None]) -> None:
         super().__init__(table)
-        self._helper = helper  # tabletopic.SinkWriter's class, as py4j sees it
+        self._helper = helper  # tabletopic.TableHeads' class, as py4j sees it
         self._head = head  # (id, summary) of the branch's head (-1: none), read with the refresh that preceded
 
     def head(self, branch: str | None) -> int | None:
@@ -209,7 +209,7 @@ def read_recorded(table: Any, branch: str | None, group_id: str, max_walk: int =
 def read_refreshed(table: Any, branch: str | None, group_id: str, helper: Any) -> tuple[int, Recorded]:
     """Refresh the JVM's ``table`` and read what it records, as :func:`read_recorded`: the head snapshot's
     id (-1: none) and what the table records. The refresh, the head and its summary take one py4j call
-    (``helper``, tabletopic's ``SinkWriter`` class), where they took three, and each older snapshot one,
+    (``helper``, tabletopic's ``TableHeads`` class), where they took three, and each older snapshot one,
     for every table a round reads."""
     head = json.loads(helper.refreshedHeadJson(table, branch))
     head_id = int(head["id"])

@@ -243,7 +243,7 @@ class IcebergTables:
     def recorded(self, name: str, group_id: str) -> Recorded:
         """What table ``name`` records for ``group_id``, read from its newest metadata, a snapshot a py4j call."""
         handle = self.get(name)
-        return read_refreshed(handle.java, handle.branch, group_id, self._spark.java_class("tabletopic.SinkWriter"))[1]
+        return read_refreshed(handle.java, handle.branch, group_id, self._spark.java_class("tabletopic.TableHeads"))[1]
 
     def try_load(self, name: str) -> TableHandle | None:
         """The table if it exists, without creating it."""
@@ -295,7 +295,7 @@ class IcebergTables:
         handle.id_columns = list(columns)
         handle.equality_ids = [int(schema.findField(c).fieldId()) for c in columns]
         try:
-            handle.delete_spec_id = int(self._spark.java_class("tabletopic.SinkWriter").ensureUnpartitionedSpec(
+            handle.delete_spec_id = int(self._spark.java_class("tabletopic.TableSpecs").ensureUnpartitionedSpec(
                 handle.java))
         except JAVA_ERRORS as exc:
             raise TableError(f"table {handle.name}: cannot add the unpartitioned spec that global equality "

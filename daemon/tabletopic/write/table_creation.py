@@ -110,7 +110,7 @@ class TableCreation:
                 self._namespaces.discard(_namespace_of(name))
             raise
         if id_columns:
-            self._spark.java_class("tabletopic.SinkWriter").setIdentifierFields(java, id_columns)
+            self._spark.java_class("tabletopic.TableSpecs").setIdentifierFields(java, id_columns)
         log.info("created table", table=name, partition_by=[str(p) for p in self._config.table(name).partition_by],
                  columns=schema.names, identifier_fields=id_columns)
         return java

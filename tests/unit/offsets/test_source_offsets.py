@@ -112,7 +112,7 @@ def test_the_property_mirrors_where_the_round_began() -> None:
 
 
 class _Helper:
-    """tabletopic's SinkWriter helpers over a fake table, counting the calls a commit would make."""
+    """tabletopic's TableHeads over a fake table, counting the calls a commit would make."""
 
     def __init__(self) -> None:
         self.calls: list[str] = []

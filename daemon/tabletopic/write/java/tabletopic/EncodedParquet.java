@@ -106,7 +106,7 @@ public final class EncodedParquet {
             ? files(props, PARQUET_PREFIX, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
                 TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT)
             : JsonUtil.mapper().createObjectNode().put("refused", "partitioned"));
-    // Equality deletes go to the unpartitioned spec whatever the table's (SinkWriter.ensureUnpartitionedSpec).
+    // Equality deletes go to the unpartitioned spec whatever the table's (TableSpecs.ensureUnpartitionedSpec).
     out.set("deletes", files(props, DELETE_PARQUET_PREFIX, TableProperties.DELETE_TARGET_FILE_SIZE_BYTES,
         TableProperties.DELETE_TARGET_FILE_SIZE_BYTES_DEFAULT));
     return out;

@@ -207,7 +207,7 @@ public final class FileBatch {
 
   /**
    * {@link #write}, answering each part's files as a JSON array of Iceberg's content files (as {@link
-   * SinkWriter#writeFiles} writes them), all parts in one array: one py4j call for a round's tables.
+   * ContentFiles#writeFiles} writes them), all parts in one array: one py4j call for a round's tables.
    * Taking each part's list, its size and its JSON were three calls a table, and with a thousand
    * tables each waited for the Python interpreter's lock behind the event loop.
    */
@@ -217,7 +217,7 @@ public final class FileBatch {
     try (JsonGenerator json = JsonUtil.factory().createGenerator(out)) {
       json.writeStartArray();
       for (int i = 0; i < written.size(); i++) {
-        SinkWriter.writeFiles(json, tables.get(i), written.get(i));
+        ContentFiles.writeFiles(json, tables.get(i), written.get(i));
       }
       json.writeEndArray();
     }

@@ -1,39 +1,27 @@
 package tabletopic;
 
 import java.io.IOException;
-import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
 import org.apache.iceberg.ContentFile;
-import org.apache.iceberg.ContentFileParser;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.DeleteFile;
-import org.apache.iceberg.PartitionField;
-import org.apache.iceberg.PartitionSpec;
 import org.apache.iceberg.RowDelta;
-import org.apache.iceberg.Schema;
 import org.apache.iceberg.Snapshot;
-import org.apache.iceberg.SnapshotRef;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.Transaction;
-import org.apache.iceberg.UpdatePartitionSpec;
 import org.apache.iceberg.exceptions.CommitStateUnknownException;
 import org.apache.iceberg.exceptions.ValidationException;
 import org.apache.iceberg.expressions.Expressions;
 import org.apache.iceberg.relocated.com.google.common.util.concurrent.MoreExecutors;
-import org.apache.iceberg.shaded.com.fasterxml.jackson.core.JsonGenerator;
-import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.iceberg.util.JsonUtil;
-import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.Row;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The driver-side entry points that tabletopic calls through py4j.
+ * The sink's commits: a round's files, deletes and source offsets as one snapshot, called through py4j.
  *
  * <p>Why a compiled class rather than Spark's DataFrame writer: a sink has to put data files,
  * equality-delete files and its source offsets into ONE snapshot, and has to refuse that commit
@@ -56,40 +44,6 @@ public final class SinkWriter {
   static final ExecutorService IN_THIS_THREAD = MoreExecutors.newDirectExecutorService();
 
   private SinkWriter() {}
-
-  /** Writes {@code rows} as data files of schema {@code schemaId}: a {@link FileBatch} of one. */
-  public static List<ContentFile<?>> writeDataFiles(
-      Dataset<Row> rows, Table table, int schemaId, String operationId, Map<String, String> writeProps)
-      throws InterruptedException {
-    FileBatch batch = new FileBatch(operationId, writeProps);
-    batch.addData(rows, table, schemaId);
-    return batch.write().get(0);
-  }
-
-  /** Writes {@code keys} as equality-delete files on {@code fieldIds}: a {@link FileBatch} of one. */
-  public static List<ContentFile<?>> writeEqualityDeletes(
-      Dataset<Row> keys,
-      Table table,
-      int specId,
-      List<Integer> fieldIds,
-      String operationId,
-      Map<String, String> writeProps)
-      throws InterruptedException {
-    FileBatch batch = new FileBatch(operationId, writeProps);
-    batch.addEqualityDeletes(keys, table, specId, fieldIds);
-    return batch.write().get(0);
-  }
-
-  /** {@link #commit(Table, String, List, Map, long, Map, long, int)} with equality deletes as they are. */
-  public static long commit(
-      Table table,
-      String branch,
-      List<ContentFile<?>> files,
-      Map<String, String> summary,
-      long baseSnapshotId,
-      Map<String, String> tableProps) {
-    return commitWith(table, branch, files, null, summary, baseSnapshotId, tableProps);
-  }
 
   /**
    * Commits files and summary properties as one snapshot on {@code branch} (null for main).
@@ -291,7 +245,7 @@ public final class SinkWriter {
       long positionsUpToRows,
       int maxSnapshots)
       throws IOException {
-    List<ContentFile<?>> files = filesFromJson(table, filesJson);
+    List<ContentFile<?>> files = ContentFiles.filesFromJson(table, filesJson);
     long id =
         commit(
             table,
@@ -306,22 +260,8 @@ public final class SinkWriter {
     report.put("id", id);
     report.put("summary", table.snapshot(id).summary());
     report.put("files", files.size());
-    report.put("records", recordCount(files, false));
+    report.put("records", ContentFiles.recordCount(files, false));
     return JsonUtil.mapper().writeValueAsString(report);
-  }
-
-  /**
-   * Refreshes {@code table} and answers its head on {@code branch} (null for main) as a JSON object:
-   * the snapshot's {@code id} (-1 when there is none) and its {@code summary}, in one py4j call where
-   * a commit took three.
-   */
-  public static String refreshedHeadJson(Table table, String branch) throws IOException {
-    table.refresh();
-    long id = headSnapshotId(table, branch);
-    Map<String, Object> head = new HashMap<>();
-    head.put("id", id);
-    head.put("summary", id < 0 ? null : table.snapshot(id).summary());
-    return JsonUtil.mapper().writeValueAsString(head);
   }
 
   /** A JSON object of strings, as the Python side sends a dict in one py4j call. */
@@ -329,156 +269,5 @@ public final class SinkWriter {
     Map<String, String> map = new HashMap<>();
     JsonUtil.mapper().readTree(json).fields().forEachRemaining(e -> map.put(e.getKey(), e.getValue().asText()));
     return map;
-  }
-
-  /**
-   * The summary of snapshot {@code snapshotId} as a JSON object, or null when the table has no such
-   * snapshot (expired): one py4j call where reading it key by key took one per key.
-   */
-  public static String summaryJson(Table table, long snapshotId) throws IOException {
-    Snapshot snapshot = table.snapshot(snapshotId);
-    return snapshot == null ? null : JsonUtil.mapper().writeValueAsString(snapshot.summary());
-  }
-
-  /** The id of the head snapshot of {@code branch} (null for main), or -1 when there is none. */
-  public static long headSnapshotId(Table table, String branch) {
-    SnapshotRef ref = table.refs().get(branch == null ? SnapshotRef.MAIN_BRANCH : branch);
-    return ref == null ? -1L : ref.snapshotId();
-  }
-
-  /**
-   * The id of an unpartitioned spec of {@code table}, adding one if there is none.
-   *
-   * <p>Upserts write equality deletes in this spec, so that they apply to every partition: a key
-   * whose partition value changed (say its day(updated_at)) still has its old row deleted, and the
-   * writer never reads the table to find where that row lives. A partitioned table gets the spec by
-   * two metadata commits: remove every field (the unpartitioned spec is added), then add them back
-   * (Iceberg reuses the original spec id, which is the default again).
-   */
-  public static int ensureUnpartitionedSpec(Table table) {
-    for (PartitionSpec spec : table.specs().values()) {
-      if (spec.isUnpartitioned()) {
-        return spec.specId();
-      }
-    }
-    PartitionSpec original = table.spec();
-    Schema schema = table.schema();
-    UpdatePartitionSpec removeAll = table.updateSpec();
-    for (PartitionField field : original.fields()) {
-      removeAll.removeField(field.name());
-    }
-    removeAll.commit();
-    UpdatePartitionSpec restore = table.updateSpec();
-    for (PartitionField field : original.fields()) {
-      String source = schema.findColumnName(field.sourceId());
-      restore.addField(field.name(), Expressions.transform(source, field.transform()));
-    }
-    restore.commit();
-    table.refresh();
-    return ensureUnpartitionedSpec(table);
-  }
-
-  /** Sets {@code columns} as the table's identifier fields (they must be required columns). */
-  public static void setIdentifierFields(Table table, List<String> columns) {
-    table.updateSchema().setIdentifierFields(columns).commit();
-    table.refresh();
-  }
-
-  /**
-   * Writes {@code files} as a JSON array of Iceberg content files (the REST spec's {@code ContentFile}
-   * form, written by Iceberg's own {@code ContentFileParser}), so a worker can hand them to a
-   * coordinator over the control topic. Nothing Java-serialised ever crosses Kafka.
-   */
-  static void writeFiles(JsonGenerator json, Table table, List<ContentFile<?>> files) throws IOException {
-    json.writeStartArray();
-    for (ContentFile<?> file : files) {
-      ContentFileParser.toJson(file, table.specs().get(file.specId()), json);
-    }
-    json.writeEndArray();
-  }
-
-  /**
-   * Checks the files of an answer against their tables: {@code filesByTableJson} maps each table's
-   * name to what {@link #writeFiles} wrote for it, and {@code tables} holds tables by name. Answers,
-   * as a JSON object, why the first that cannot be read cannot ({@code invalid}, or null), and the
-   * tables {@code tables} did not hold ({@code unchecked}). One call for an answer's tables, where a
-   * call each took a thousand a round.
-   */
-  public static String invalidFiles(Map<String, Table> tables, String filesByTableJson) throws IOException {
-    JsonNode byTable = JsonUtil.mapper().readTree(filesByTableJson);
-    Iterator<Map.Entry<String, JsonNode>> entries = byTable.fields();
-    List<String> unchecked = new ArrayList<>();
-    String invalid = null;
-    while (entries.hasNext() && invalid == null) {
-      Map.Entry<String, JsonNode> entry = entries.next();
-      Table table = tables.get(entry.getKey());
-      if (table == null) {
-        unchecked.add(entry.getKey());
-        continue;
-      }
-      try {
-        filesFromJson(table, entry.getValue().toString());
-      } catch (RuntimeException | IOException e) {
-        invalid = "files for " + entry.getKey() + " cannot be read: " + e.getMessage();
-      }
-    }
-    Map<String, Object> report = new HashMap<>();
-    report.put("invalid", invalid);
-    report.put("unchecked", unchecked);
-    return JsonUtil.mapper().writeValueAsString(report);
-  }
-
-  /**
-   * Parses what {@link #writeFiles} wrote. Anyone who can write to the control topic can send
-   * such a list, so each file must name one of the table's specs and live under the table's
-   * location: a forged answer cannot make the table point at files elsewhere.
-   */
-  public static List<ContentFile<?>> filesFromJson(Table table, String text) throws IOException {
-    JsonNode array = JsonUtil.mapper().readTree(text);
-    if (array == null || !array.isArray()) {
-      throw new IllegalArgumentException("content files must be a JSON array");
-    }
-    String root = withoutScheme(table.location()) + "/";
-    String dataPath = table.properties().get("write.data.path");
-    String dataRoot = dataPath == null ? null : withoutScheme(dataPath) + "/";
-    List<ContentFile<?>> files = new ArrayList<>();
-    for (JsonNode node : array) {
-      ContentFile<?> file = ContentFileParser.fromJson(node, table.specs());
-      String path = withoutScheme(file.location());
-      boolean inside = path.startsWith(root) || (dataRoot != null && path.startsWith(dataRoot));
-      if (!inside || path.contains("/../")) {
-        throw new IllegalArgumentException(
-            "content file " + path + " is not under table " + table.name() + "'s location");
-      }
-      files.add(file);
-    }
-    return files;
-  }
-
-  /**
-   * A location without its scheme and with one leading slash: Hadoop and Iceberg spell the same
-   * place as file:/x, file:///x or /x (and s3a://b/x for s3://b/x).
-   */
-  private static String withoutScheme(String location) {
-    String rest = location.replaceFirst("^[A-Za-z][A-Za-z0-9+.-]*:", "");
-    rest = "/" + rest.replaceFirst("^/+", "");
-    return rest.endsWith("/") ? rest.substring(0, rest.length() - 1) : rest;
-  }
-
-  /** Concatenates two file lists; py4j cannot build a typed Java list cheaply. */
-  public static List<ContentFile<?>> concat(List<ContentFile<?>> a, List<ContentFile<?>> b) {
-    List<ContentFile<?>> all = new ArrayList<>(a);
-    all.addAll(b);
-    return all;
-  }
-
-  public static long recordCount(List<ContentFile<?>> files, boolean deletes) {
-    long count = 0;
-    for (ContentFile<?> file : files) {
-      if ((file instanceof DeleteFile) == deletes) {
-        count += file.recordCount();
-      }
-    }
-    return count;
   }
 }
