@@ -29,7 +29,7 @@ from tabletopic.route.table_feeds import TableFeeds
 from tabletopic.stage.failed_records import FailedRecords
 from tabletopic.stage.staging import Staging
 from tabletopic.task.sink_task import SinkTask
-from tabletopic.task.start_positions import StartPositions, table_reader
+from tabletopic.task.start_positions import StartPositions, StartSettings, table_reader
 from tabletopic.task.system_outages import SystemOutages
 from tabletopic.write.column_conversion import ConversionRules
 from tabletopic.write.file_writer import FileWriter
@@ -93,7 +93,8 @@ def build_sink(config: ConnectorConfig, worker: WorkerConfig, clients: KafkaClie
                                  feeds)
     outages = SystemOutages(config.catalog_max_failures, metrics, connector_log, config.retry_timeout_ms,
                             config.retry_delay_max_ms)
-    starts = StartPositions(config, tables, ledger, writer, read_table,
+    start_settings = StartSettings(config.group_id, tuple(config.tables or ()), config.dynamic_enabled)
+    starts = StartPositions(start_settings, tables, ledger, writer, read_table,
                             lambda tps: committed_offsets(clients, config.group_id, tps), outages, connector_log, feeds)
     task = SinkTask(config, metrics, Staging(config), ledger, shaper, writer, starts,
                     FailedRecords(config, metrics, clients), outages)

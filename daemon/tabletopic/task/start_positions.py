@@ -11,10 +11,10 @@ import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from tabletopic.buffer.partition_ledger import PartitionLedger
-from tabletopic.config.connector import ConnectorConfig
+from tabletopic.buffer.partition_ledger import PartitionLedger, Raised
 from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.offsets.java_sink import check_takeover, java_sink_commit
 from tabletopic.offsets.source_offsets import Recorded
@@ -22,7 +22,7 @@ from tabletopic.route.table_feeds import TableFeeds
 from tabletopic.task.system_outages import SystemOutages
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.java_errors import JavaErrorKind, classify, java_error_message
-from tabletopic.write.sink_writer import SinkWriter
+from tabletopic.write.table_handle import TableHandle
 
 GroupOffsets = Callable[[list[TopicPartition]], Awaitable[dict[TopicPartition, int]]]
 
@@ -32,16 +32,45 @@ def table_reader(tables: IcebergTables, group_id: str) -> Callable[[str], Record
     return lambda table: tables.recorded(table, group_id)
 
 
+@dataclass(frozen=True)
+class StartSettings:
+    """What deciding a start needs of the connector's configuration."""
+
+    group_id: str
+    tables: tuple[str, ...]  # iceberg.tables: static routing's tables
+    dynamic: bool  # iceberg.tables.dynamic-enabled: any table may hold this group's offsets
+
+
+class StartTables(Protocol):
+    """What deciding a start needs of the connector's tables (:class:`IcebergTables`). Thread phase only."""
+
+    def get(self, name: str) -> TableHandle: ...
+
+    def known(self) -> list[str]: ...
+
+    def exists(self, name: str) -> bool: ...
+
+    def try_load(self, name: str) -> TableHandle | None: ...
+
+    def tables_recording(self, group_id: str, namespace: str | None = None) -> set[str]: ...
+
+
+class BufferedRows(Protocol):
+    """The writer's buffers (:class:`SinkWriter`): rows below what a table records are dropped."""
+
+    def drop_below(self, raised: Raised, why: str) -> None: ...
+
+
 class StartPositions:
     """Where each assigned partition starts reading, decided from the tables, the consumer group and the
     Java sink's offsets. Runs on the event loop, its table reads in threads (with the outages' retries);
     records of a partition wait at its gate while its start is being decided.
     """
 
-    def __init__(self, config: ConnectorConfig, tables: IcebergTables, ledger: PartitionLedger,
-                 writer: SinkWriter, read_table: Callable[[str], Recorded], group_offsets: GroupOffsets,
+    def __init__(self, settings: StartSettings, tables: StartTables, ledger: PartitionLedger,
+                 writer: BufferedRows, read_table: Callable[[str], Recorded], group_offsets: GroupOffsets,
                  outages: SystemOutages, log: Any, feeds: TableFeeds) -> None:
-        self._config = config
+        self._config = settings
         self._feeds = feeds
         self._read_table = read_table
         self._tables = tables
@@ -121,10 +150,10 @@ class StartPositions:
             names = {t for t in (self._feeds.table_of(tp) for tp in tps if tp not in group) if t is not None}
         else:
             names = set(self._ledger.recorded()) | set(self._tables.known())
-            for name in self._config.tables or []:
+            for name in self._config.tables:
                 if name in names or self._tables.exists(name):
                     names.add(name)
-            if self._config.dynamic_enabled and not self._catalog_scanned:
+            if self._config.dynamic and not self._catalog_scanned:
                 names |= self._scan_catalog()
                 self._catalog_scanned = True
         return sorted(n for n in names if n in self._tables.known() or self._tables.try_load(n) is not None)

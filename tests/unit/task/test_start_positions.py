@@ -2,9 +2,16 @@
 a partition's records while its start is decided."""
 
 import asyncio
+from typing import Any
 
+import structlog
+
+from tabletopic.buffer.partition_ledger import PartitionLedger
 from tabletopic.offsets.source_offsets import Recorded
-from tabletopic.task.start_positions import DecisionGate, unanchored
+from tabletopic.route.table_feeds import TableFeeds
+from tabletopic.task.start_positions import DecisionGate, StartPositions, StartSettings, unanchored
+from tabletopic.task.system_outages import SystemOutages
+from tests.unit.fakes import metrics
 
 P, Q = ("tt.a", 0), ("tt.b", 0)
 
@@ -98,3 +105,71 @@ def test_a_decision_that_fails_or_is_cancelled_opens_the_gate() -> None:
             pass
         assert not gate.under_way(A)
     asyncio.run(go())
+
+
+# -- deciding: where each partition starts, from what the tables record -------------------------------------
+class _Tables:
+    """Tables by name, each recording what ``recorded`` says; none is a Java sink's."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+
+    def get(self, name: str) -> Any:
+        raise AssertionError("only tables that record nothing are asked for their Java sink's commit")
+
+    def known(self) -> list[str]:
+        return list(self.names)
+
+    def exists(self, name: str) -> bool:
+        return name in self.names
+
+    def try_load(self, name: str) -> Any:
+        return object() if name in self.names else None
+
+    def tables_recording(self, group_id: str, namespace: str | None = None) -> set[str]:
+        return set(self.names)
+
+
+class _Buffers:
+    def __init__(self) -> None:
+        self.dropped: list[tuple[str, tuple[str, int], int]] = []
+
+    def drop_below(self, raised: list[tuple[str, tuple[str, int], int]], why: str) -> None:
+        self.dropped.extend(raised)
+
+
+def _starts(recorded: dict[str, dict[tuple[str, int], int]], group: dict[tuple[str, int], int],
+            ledger: PartitionLedger) -> tuple[StartPositions, _Buffers]:
+    async def group_offsets(tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        return {tp: o for tp, o in group.items() if tp in tps}
+    buffers = _Buffers()
+    starts = StartPositions(StartSettings("g", tuple(recorded), False), _Tables(list(recorded)), ledger, buffers,
+                            lambda t: Recorded(dict(recorded[t]), 1, "snapshot"), group_offsets,
+                            SystemOutages(10, metrics(), structlog.get_logger()), structlog.get_logger(),
+                            TableFeeds(None))
+    return starts, buffers
+
+
+def test_a_new_partition_is_sought_where_its_table_says() -> None:
+    ledger = PartitionLedger(lambda t: {})
+    starts, _ = _starts({"db.t": {A: 10, B: 4}}, {}, ledger)
+    seeks = asyncio.run(starts.decide({A, B}))
+    assert seeks == {A: 10, B: 4} and ledger.position(A) == 10
+
+
+def test_a_partition_read_past_its_start_is_not_sought_back_and_its_rows_below_the_floor_go() -> None:
+    """Delivery never goes backwards past an accepted record: buffered rows the table already has are dropped."""
+    ledger = PartitionLedger(lambda t: {})
+    ledger.learn("db.t", {A: 3})
+    ledger.floors("db.t")
+    ledger.accept(A, 3, 20)
+    starts, buffers = _starts({"db.t": {A: 12}}, {}, ledger)
+    seeks = asyncio.run(starts.decide({A}))
+    assert seeks == {} and ledger.position(A) == 20
+    assert buffers.dropped == [("db.t", A, 12)]
+
+
+def test_a_partition_no_table_records_starts_at_its_group_offset() -> None:
+    ledger = PartitionLedger(lambda t: {})
+    starts, _ = _starts({"db.t": {A: 10}}, {B: 7}, ledger)
+    assert asyncio.run(starts.decide({B})) == {B: 7}
