@@ -1,7 +1,8 @@
 """The soak: a sustained rate for half an hour with maintenance on; does anything creep?
 
 ``tabletopic standalone`` runs, as a user starts it, two connectors into a hadoop catalog on local
-files, with table maintenance on (a look every minute, snapshots expired after 5 minutes):
+files, with table maintenance on (a look every ``--maintenance-interval-ms``, by default the product's
+10 minutes; snapshots expired after 5 minutes):
 
 - an append connector fed ``--rate`` records/s (default 150,000, the highest sustained rate
   ``bench/e2e_throughput.py --sustained`` holds), the same JSON records as that bench;
@@ -10,9 +11,10 @@ files, with table maintenance on (a look every minute, snapshots expired after 5
 
 Each topic is produced by librdkafka in a process of its own, gzip-compressed: the bundled broker keeps
 every record in memory and has no retention, and half an hour at 150,000 records/s is 36 GB
-uncompressed. Every 10 s the bench samples the RSS of the daemon's Python process and of its JVM, the
-lag (records produced and not yet committed, from the daemon's commit events), and the tables' data
-file, delete file and snapshot counts (from the daemon's /metrics). It prints a line a minute, then:
+uncompressed. Every 10 s the bench samples the RSS of the daemon's Python process and of its JVM, and
+from the daemon's /metrics the lag (``tabletopic_committed_lag_records``: records in each topic and not
+yet in its table, as a dashboard shows it) and the tables' data file, delete file and snapshot counts.
+It prints a line a minute, then:
 
 - the growth of each over the last ``--judge-minutes`` (default 20): a least-squares slope, and the
   means of that span's first and last quarter;
@@ -23,7 +25,8 @@ There is no peer to run beside a half hour of this on two cores; the figures sta
 run's own start (``--judge-minutes`` leaves the first minutes out: the JVM compiles and the tables
 fill their first snapshots there).
 
-    python bench/soak.py [--minutes 30] [--rate 150000] [--upsert-rate 1000] [--keep]
+    python bench/soak.py [--minutes 30] [--rate 150000] [--upsert-rate 1000] [--maintenance-interval-ms 600000]
+                         [--keep]
 """
 
 from __future__ import annotations
@@ -98,7 +101,7 @@ class Commits(threading.Thread):
         self.assigned = threading.Event()
         self.records: dict[str, int] = {APPEND: 0, UPSERT: 0}
         self.rounds: dict[str, list[tuple[float, float]]] = {APPEND: [], UPSERT: []}  # (when, seconds)
-        self.maintained = 0
+        self.maintained: list[tuple[str, float]] = []  # (table, seconds) of each maintenance run
 
     def run(self) -> None:
         assert self.proc.stdout is not None
@@ -111,7 +114,7 @@ class Commits(threading.Thread):
                     self.records[table] += int(event.get("records", 0))
                     self.rounds[table].append((time.monotonic(), float(event.get("round_seconds", 0.0))))
                 elif name == "maintained":
-                    self.maintained += 1
+                    self.maintained.append((str(table), float(event.get("seconds", 0.0))))
 
 
 def _jvm(pid: int) -> int | None:
@@ -128,7 +131,7 @@ def _jvm(pid: int) -> int | None:
 
 
 def _gauges(port: int) -> dict[str, float]:
-    """Data files, delete files and snapshots of each table, from the daemon's /metrics."""
+    """Lag per topic, and data files, delete files and snapshots per table, from the daemon's /metrics."""
     from prometheus_client.parser import text_string_to_metric_families
     try:
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
@@ -139,6 +142,9 @@ def _gauges(port: int) -> dict[str, float]:
               "tabletopic_table_snapshots": "snapshots"}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
+            if sample.name == "tabletopic_committed_lag_records":
+                key = f"lag {sample.labels.get('topic', '')}"
+                out[key] = out.get(key, 0.0) + sample.value
             if sample.name in wanted:
                 table = sample.labels.get("table", "")
                 out[f"{wanted[sample.name]} {table.split('.')[-1]}"] = sample.value
@@ -162,6 +168,7 @@ def main() -> int:
     parser.add_argument("--upsert-rate", type=int, default=1_000)
     parser.add_argument("--interval-ms", type=int, default=2_000)
     parser.add_argument("--judge-minutes", type=float, default=20.0)
+    parser.add_argument("--maintenance-interval-ms", type=int, default=600_000)
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="soak-"))
@@ -183,7 +190,8 @@ def _soak(args: argparse.Namespace, work: Path, broker: EmbeddedBroker) -> int:
     common = {"iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": str(args.interval_ms),
               "iceberg.catalog": "local", "iceberg.catalog.type": "hadoop",
               "iceberg.catalog.warehouse": "file://" + str(work / "warehouse"),
-              "tabletopic.maintenance.enabled": "true", "tabletopic.maintenance.interval-ms": "60000",
+              "tabletopic.maintenance.enabled": "true",
+              "tabletopic.maintenance.interval-ms": str(args.maintenance_interval_ms),
               "tabletopic.maintenance.snapshots.older-than-ms": "300000",
               "tabletopic.maintenance.orphans.interval-ms": "600000"}
     write_props(work / "worker.properties", {
@@ -222,21 +230,20 @@ def _run(args: argparse.Namespace, work: Path, proc: subprocess.Popen[bytes], co
     began = time.monotonic()
     jvm = _jvm(proc.pid)
     samples: list[dict[str, float]] = []
-    print(f"{'min':>5} {'python MiB':>10} {'jvm MiB':>8} {'broker MiB':>10} {'lag append':>11} {'lag upsert':>10}  "
+    print(f"{'min':>5} {'python MiB':>10} {'jvm MiB':>8} {'broker MiB':>10} {'lag events':>11} {'lag accounts':>12}  "
           "files, deletes and snapshots", flush=True)
     while any(p.is_alive() for p in producers) and proc.poll() is None:
         time.sleep(SAMPLE_S)
         minute = (time.monotonic() - began) / 60
         sample = {"minute": minute, "python": rss_mib(proc.pid), "jvm": rss_mib(jvm) if jvm else 0.0,
-                  "broker": rss_mib(broker.pid) if broker.pid else 0.0,
-                  "lag append": sent[APPEND].value - commits.records[APPEND],
-                  "lag upsert": sent[UPSERT].value - commits.records[UPSERT], **_gauges(port)}
+                  "broker": rss_mib(broker.pid) if broker.pid else 0.0, **_gauges(port)}
         samples.append(sample)
         if len(samples) % (60 // SAMPLE_S) == 0:
             tables = ", ".join(f"{k} {v:g}" for k, v in sorted(sample.items()) if k.split()[0] in
                                ("files", "deletes", "snapshots"))
             print(f"{minute:5.1f} {sample['python']:10,.0f} {sample['jvm']:8,.0f} {sample['broker']:10,.0f} "
-                  f"{sample['lag append']:11,.0f} {sample['lag upsert']:10,.0f}  {tables}", flush=True)
+                  f"{sample.get('lag soak_events', -1):11,.0f} {sample.get('lag soak_accounts', -1):12,.0f}  {tables}",
+                  flush=True)
     for p in producers:
         p.join(300)
     total = {table: value.value for table, value in sent.items()}
@@ -246,7 +253,9 @@ def _run(args: argparse.Namespace, work: Path, proc: subprocess.Popen[bytes], co
     produced_rate = total[APPEND] / seconds
     print(f"\n{args.minutes:g} minutes at {args.rate:,} records/s asked, {produced_rate:,.0f} produced, into "
           f"{APPEND}, and {args.upsert_rate:,} changes/s into {UPSERT}; commit interval {args.interval_ms} ms; "
-          f"{commits.maintained} maintenance runs; the daemon {'alive' if proc.poll() is None else 'EXITED'}")
+          f"{len(commits.maintained)} maintenance runs (the longest "
+          f"{max((s for _, s in commits.maintained), default=0):.0f} s); the daemon "
+          f"{'alive' if proc.poll() is None else 'EXITED'}")
     judged = [s for s in samples if s["minute"] >= args.minutes - args.judge_minutes]
     quarter = max(1, len(judged) // 4)
     print(f"over the last {args.judge_minutes:g} minutes ({len(judged)} samples): growth per minute (least "
