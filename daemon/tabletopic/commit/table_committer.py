@@ -97,6 +97,10 @@ class TableCommitter:
         """tabletopic's SinkWriter class and its methods, each looked up once through py4j."""
         return self._spark.java_class("tabletopic.SinkWriter")
 
+    def _heads(self) -> Any:
+        """tabletopic's TableHeads class: a table's head and summaries, each in one py4j call."""
+        return self._spark.java_class("tabletopic.TableHeads")
+
     def _empty_list(self) -> Any:
         return self._spark.java_class("java.util.ArrayList")()
 
@@ -134,7 +138,7 @@ class TableCommitter:
         for attempt in range(_VALIDATION_RETRIES + 1):
             table = handle.java
             try:
-                base, recorded = read_refreshed(table, handle.branch, self._group_id, writer)
+                base, recorded = read_refreshed(table, handle.branch, self._group_id, self._heads())
                 current, recorded_epoch = recorded.offsets, recorded.epoch
                 starts = {**recorded.round_start, **(round_start or {})}
                 if scope is not None:
@@ -203,7 +207,7 @@ class TableCommitter:
         try:
             table = handle.java
             table.refresh()
-            base = int(self._spark.java_class("tabletopic.TableHeads").headSnapshotId(table, handle.branch))
+            base = int(self._heads().headSnapshotId(table, handle.branch))
             summary = {offsets_key(self._group_id): encode(offsets), COMMIT_ID_KEY: str(uuid.uuid4()),
                        CONNECTOR_KEY: self._connector}
             props = {property_key(self._group_id, handle.branch): property_value(offsets, -1)}
