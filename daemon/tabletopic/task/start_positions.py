@@ -70,7 +70,7 @@ class StartPositions:
     def __init__(self, settings: StartSettings, tables: StartTables, ledger: PartitionLedger,
                  writer: BufferedRows, read_table: Callable[[str], Recorded], group_offsets: GroupOffsets,
                  outages: SystemOutages, log: Any, feeds: TableFeeds) -> None:
-        self._config = settings
+        self._settings = settings
         self._feeds = feeds
         self._read_table = read_table
         self._tables = tables
@@ -111,10 +111,10 @@ class StartPositions:
             known = sorted(by_table)
         floors = {t: r.offsets for t, r in by_table.items()}
         java = await self._read_tables(lambda: self._java_sink_commits([t for t in known if not floors.get(t)]))
-        check_takeover(java, self._config.group_id, tps, group)
+        check_takeover(java, self._settings.group_id, tps, group)
         if java:
             self._log.info("going on where the Iceberg Kafka Connect sink stopped, from the consumer group's "
-                           "offsets", tables=java, group_id=self._config.group_id)
+                           "offsets", tables=java, group_id=self._settings.group_id)
         self._writer.drop_below(self._ledger.read_again(floors, tps), "the table already has")
         seeks: dict[TopicPartition, int] = {}
         round_starts = {t: r.round_start for t, r in by_table.items()}
@@ -150,10 +150,10 @@ class StartPositions:
             names = {t for t in (self._feeds.table_of(tp) for tp in tps if tp not in group) if t is not None}
         else:
             names = set(self._ledger.recorded()) | set(self._tables.known())
-            for name in self._config.tables:
+            for name in self._settings.tables:
                 if name in names or self._tables.exists(name):
                     names.add(name)
-            if self._config.dynamic and not self._catalog_scanned:
+            if self._settings.dynamic and not self._catalog_scanned:
                 names |= self._scan_catalog()
                 self._catalog_scanned = True
         return sorted(n for n in names if n in self._tables.known() or self._tables.try_load(n) is not None)
@@ -171,7 +171,7 @@ class StartPositions:
         """Tables whose snapshots carry our offsets, in ``namespace`` or anywhere: dynamic routing can
         have written any table."""
         try:
-            return self._tables.tables_recording(self._config.group_id, namespace)
+            return self._tables.tables_recording(self._settings.group_id, namespace)
         except Exception as exc:  # a catalog without namespace listing: only static and used tables count
             why = java_error_message(exc)
             if classify(exc) is JavaErrorKind.NO_SUCH_NAMESPACE:
