@@ -228,7 +228,7 @@ def test_sigterm_during_start_up_stops_within_the_stop_timeout(moment: str, boot
 
 def test_a_second_signal_exits_at_once_without_a_final_commit(monkeypatch: pytest.MonkeyPatch) -> None:
     # Two signals sent back to back reach a process as one, so the handler is driven directly.
-    from tabletopic import daemon as process
+    from tabletopic.app import daemon as process
     from tabletopic.app.standalone import Standalone
 
     exits: list[int] = []
