@@ -568,13 +568,21 @@ def _producer_process(bootstrap: str, topic: str, rate: int, seconds: float, sta
     values = [record(start + i, rng) for i in range(2000)]  # made ahead: the producer must keep pace, not build JSON
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 10000,
                          "queue.buffering.max.messages": 1_000_000, "enable.idempotence": False, "acks": 1})
+    paced(producer, topic, rate, seconds, lambda i: (None, values[i % len(values)], i % PARTITIONS), sent)
+
+
+def paced(producer: Any, topic: str, rate: int, seconds: float,
+          record_at: Callable[[int], tuple[bytes | None, bytes, int]], sent: Any, flush_s: float = 60) -> None:
+    """Hand ``producer`` (librdkafka's) record ``record_at(i)`` (key, value, partition) at ``rate`` a second for
+    ``seconds``, then flush; ``sent`` counts what was handed over."""
     began = time.perf_counter()
     count = 0
     while (elapsed := time.perf_counter() - began) < seconds:
         due = int(elapsed * rate)
         while count < due:
+            key, value, partition = record_at(count)
             try:
-                producer.produce(topic, values[count % len(values)], partition=count % PARTITIONS)
+                producer.produce(topic, value, key=key, partition=partition)
             except BufferError:
                 producer.poll(0.01)
                 continue
@@ -582,7 +590,7 @@ def _producer_process(bootstrap: str, topic: str, rate: int, seconds: float, sta
         sent.value = count
         producer.poll(0)
         time.sleep(0.002)
-    producer.flush(60)
+    producer.flush(flush_s)
     sent.value = count
 
 

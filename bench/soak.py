@@ -49,7 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from e2e_throughput import PARTITIONS, json_events, record, rss_mib, write_props
+from e2e_throughput import PARTITIONS, json_events, paced, record, rss_mib, write_props
 from tabletopic.demo.broker import EmbeddedBroker, create_topic, free_port, stop_process
 from tabletopic.demo.lake_servers import duckdb_offline
 
@@ -72,24 +72,13 @@ def _producer(bootstrap: str, topic: str, rate: int, seconds: float, upsert: boo
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.num.messages": 10000,
                          "queue.buffering.max.messages": 1_000_000, "compression.type": "gzip",
                          "compression.level": 1, "acks": 1})
-    began, count = time.perf_counter(), 0
-    while (elapsed := time.perf_counter() - began) < seconds:
-        due = int(elapsed * rate)
-        while count < due:
-            key, value, partition = values[count % len(values)]
-            if not upsert:  # every append record its own id: the table must hold each once
-                value = b'{"id":%d,' % count + value.split(b",", 1)[1]
-            try:
-                producer.produce(topic, value, key=key, partition=partition)
-            except BufferError:
-                producer.poll(0.01)
-                continue
-            count += 1
-        sent.value = count
-        producer.poll(0)
-        time.sleep(0.002)
-    producer.flush(120)
-    sent.value = count
+
+    def record_at(i: int) -> tuple[bytes | None, bytes, int]:
+        key, value, partition = values[i % len(values)]
+        if not upsert:  # every append record its own id: the table must hold each once
+            value = b'{"id":%d,' % i + value.split(b",", 1)[1]
+        return key, value, partition
+    paced(producer, topic, rate, seconds, record_at, sent, flush_s=120)
 
 
 class Commits(threading.Thread):
