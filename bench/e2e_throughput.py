@@ -221,6 +221,15 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
+def java_child(pid: int) -> int | None:
+    """The JVM that process ``pid`` started (its child named java): a daemon's Spark driver."""
+    for child in _children().get(pid, []):
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{child}/comm").read_text().strip() == "java":
+                return child
+    return None
+
+
 def cpu_seconds(pid: int) -> float:
     """utime + stime of one process (0 once it is gone)."""
     try:

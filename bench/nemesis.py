@@ -47,6 +47,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' proxy and traffic
 
+from bench.e2e_throughput import java_child
 from tests.fault_proxy import FaultProxy
 from tests.nemesis_traffic import PARTITIONS, Traffic, fold, read_log
 from tests.support import (
@@ -162,21 +163,6 @@ class SecondEngine:
         return True
 
 
-def _jvm_of(pid: int) -> int | None:
-    """The Spark driver JVM the daemon ``pid`` started (its child named java)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
-        if name == "java" and int(rest[1]) == pid:
-            return int(entry.name)
-    return None
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=10.0)
@@ -288,7 +274,7 @@ def _faults(args: argparse.Namespace, rng: random.Random, daemon: DaemonProcess,
                 daemon.start()
                 restarts += 1
             else:
-                jvm = _jvm_of(daemon.proc.pid) if daemon.proc is not None else None
+                jvm = java_child(daemon.proc.pid) if daemon.proc is not None else None
                 if jvm is not None:
                     os.kill(jvm, signal.SIGKILL)
                     code = daemon.wait(120)

@@ -49,7 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from e2e_throughput import PARTITIONS, json_events, paced, record, rss_mib, write_props
+from e2e_throughput import PARTITIONS, java_child, json_events, paced, record, rss_mib, write_props
 from tabletopic.demo.broker import EmbeddedBroker, create_topic, free_port, stop_process
 from tabletopic.demo.lake_servers import duckdb_offline
 
@@ -104,19 +104,6 @@ class Commits(threading.Thread):
                     self.rounds[table].append((time.monotonic(), float(event.get("round_seconds", 0.0))))
                 elif name == "maintained":
                     self.maintained.append((str(table), float(event.get("seconds", 0.0))))
-
-
-def _jvm(pid: int) -> int | None:
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if stat[stat.index("(") + 1:stat.rindex(")")] == "java" and \
-                    int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
-                return int(entry.name)
-    return None
 
 
 def _gauges(port: int) -> dict[str, float]:
@@ -217,7 +204,7 @@ def _run(args: argparse.Namespace, work: Path, proc: subprocess.Popen[bytes], co
     for p in producers:
         p.start()
     began = time.monotonic()
-    jvm = _jvm(proc.pid)
+    jvm = java_child(proc.pid)
     samples: list[dict[str, float]] = []
     print(f"{'min':>5} {'python MiB':>10} {'jvm MiB':>8} {'broker MiB':>10} {'lag events':>11} {'lag accounts':>12}  "
           "files, deletes and snapshots", flush=True)
