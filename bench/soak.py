@@ -43,11 +43,13 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' scrape
+
+from tests.support import scrape
 
 from e2e_throughput import PARTITIONS, java_child, json_events, paced, record, rss_mib, write_props
 from tabletopic.demo.broker import EmbeddedBroker, create_topic, free_port, stop_process
@@ -108,22 +110,20 @@ class Commits(threading.Thread):
 
 def _gauges(port: int) -> dict[str, float]:
     """Lag per topic, and data files, delete files and snapshots per table, from the daemon's /metrics."""
-    from prometheus_client.parser import text_string_to_metric_families
     try:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        _, samples = scrape(port)
     except OSError:
         return {}
     out: dict[str, float] = {}
     wanted = {"tabletopic_table_data_files": "files", "tabletopic_table_delete_files": "deletes",
               "tabletopic_table_snapshots": "snapshots"}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "tabletopic_committed_lag_records":
-                key = f"lag {sample.labels.get('topic', '')}"
-                out[key] = out.get(key, 0.0) + sample.value
-            if sample.name in wanted:
-                table = sample.labels.get("table", "")
-                out[f"{wanted[sample.name]} {table.split('.')[-1]}"] = sample.value
+    for (name, labels), value in samples.items():
+        label = dict(labels)
+        if name == "tabletopic_committed_lag_records":
+            key = f"lag {label.get('topic', '')}"
+            out[key] = out.get(key, 0.0) + value
+        if name in wanted:
+            out[f"{wanted[name]} {label.get('table', '').split('.')[-1]}"] = value
     return out
 
 
