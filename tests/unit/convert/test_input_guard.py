@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from tabletopic.config.input_limits import nesting_limit
 from tabletopic.convert.input_guard import Lines, nesting_depth, not_utf8, too_deep
+from tests.unit.fuzzing import examples
 
 
 def reference_depth(text: bytes) -> int:
@@ -36,13 +37,13 @@ def reference_depth(text: bytes) -> int:
 JSONISH = st.text(alphabet='[]{}"\\ab,:', max_size=200).map(str.encode)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(JSONISH, st.integers(min_value=1, max_value=17))
 def test_the_depth_matches_a_plain_scanner_at_any_window(text: bytes, window: int) -> None:
     assert nesting_depth(text, window_bytes=window) == reference_depth(text)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.recursive(st.none() | st.integers() | st.text(),
                     lambda kids: st.lists(kids) | st.dictionaries(st.text(), kids), max_leaves=30))
 def test_the_depth_of_real_json_documents(value: object) -> None:
@@ -95,7 +96,7 @@ def test_values_that_are_not_utf8_are_found_in_a_batch() -> None:
     assert not_utf8([b'{"a": 1}'] * 3) == {} and not_utf8([]) == {}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.integers(min_value=0, max_value=60), st.integers(min_value=0, max_value=40)),
                 max_size=12), st.integers(min_value=0, max_value=5))
 def test_a_batch_reports_exactly_the_values_past_the_limit(shapes: list[tuple[int, int]], skip: int) -> None:

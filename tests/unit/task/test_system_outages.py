@@ -16,7 +16,8 @@ def test_partitions_failing_together_count_as_one_failure_and_a_later_one_counts
     """A fetch's partitions are ingested side by side: an outage meets all of them at once. Counted
     per partition, four partitions would exhaust a limit of three on the outage's first moment."""
     async def main() -> None:
-        outages = SystemOutages(3, metrics(), structlog.get_logger())
+        # Backoffs of at most 50 ms: what is counted does not depend on how long they are.
+        outages = SystemOutages(3, metrics(), structlog.get_logger(), retry_delay_max_ms=50)
         down = CatalogUnavailable("catalog down")
         await asyncio.gather(*(outages.failed(down) for _ in range(4)))
         assert outages.in_a_row == 1

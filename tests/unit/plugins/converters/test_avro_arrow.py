@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from tabletopic_plugins.converters.avro_converter import AvroConverter
 from tabletopic_plugins.converters.registry_client import FetchedSchema, SchemaNotFound
 from tests.avro_orders import EVERY_TYPE, every
+from tests.unit.fuzzing import examples
 
 SCHEMA_ID = 7
 
@@ -98,7 +99,7 @@ def _decimal(precision: int, scale: int) -> st.SearchStrategy[decimal.Decimal]:
     return st.integers(-bound, bound).map(lambda unscaled: decimal.Decimal(unscaled).scaleb(-scale))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.fixed_dictionaries({
     "wide": _decimal(38, 4), "fixed": _decimal(20, 0), "maybe": st.none() | _decimal(6, 2),
     "many": st.lists(_decimal(9, 3), max_size=3)}), min_size=1, max_size=6))

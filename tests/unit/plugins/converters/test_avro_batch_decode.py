@@ -21,6 +21,7 @@ from tabletopic_plugins.converters.avro_arrow import raw_schema, record_shape
 from tabletopic_plugins.converters.avro_batch_decode import batch_decoder
 from tabletopic_plugins.converters.avro_converter import AvroConverter
 from tabletopic_plugins.converters.registry_client import FetchedSchema
+from tests.unit.fuzzing import examples
 
 SCHEMA: dict[str, Any] = {"type": "record", "name": "R", "namespace": "t", "fields": [
     {"name": "id", "type": "long"},
@@ -124,7 +125,7 @@ def _same_nan(value: Any) -> Any:
     return value
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_RECORD, min_size=1, max_size=6))
 def test_records_decode_to_fastavros_rows(records: list[dict]) -> None:
     bodies = [_body(r) for r in records]
@@ -134,7 +135,7 @@ def test_records_decode_to_fastavros_rows(records: list[dict]) -> None:
     assert batch[1] == [] and len(batch[0]) == len(records)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_RECORD, min_size=1, max_size=4), st.data())
 def test_changed_bytes_give_fastavros_rows_and_failures(records: list[dict], data: Any) -> None:
     bodies = [_body(r) for r in records]

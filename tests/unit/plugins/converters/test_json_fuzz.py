@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from tabletopic.convert.converter import ConvertResult
 from tabletopic.convert.isolation import convert_isolating
 from tabletopic_plugins.converters.json_converter import JsonConverter, _convert_schemaless
+from tests.unit.fuzzing import examples
 
 ODD_TEXT = st.text(alphabet=st.characters(codec="utf-8") | st.sampled_from(["\ud800", "\udfff", "\x00", "\ufeff"]),
                    max_size=8)
@@ -66,7 +67,7 @@ def every_index_once(result: ConvertResult, count: int) -> None:
         part.table.validate(full=True)  # what Arrow holds is well formed: UTF-8 strings, sound offsets
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(payloads(), min_size=1, max_size=12), st.booleans())
 def test_json_converter_ends_every_value_once(batch: list[bytes], schemas_enable: bool) -> None:
     converter = JsonConverter()
@@ -75,7 +76,7 @@ def test_json_converter_ends_every_value_once(batch: list[bytes], schemas_enable
     every_index_once(result, len(batch))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.dictionaries(st.sampled_from(["a", "b", "c"]), VALUES, max_size=3), min_size=1, max_size=12))
 def test_a_batch_of_one_line_objects_reads_as_value_by_value(docs: list[dict]) -> None:
     """Schemaless objects on one line go to Arrow's reader as one buffer; they land as they do one by one."""

@@ -12,6 +12,7 @@ from tabletopic.convert.converter import ConvertResult
 from tabletopic.convert.input_guard import Lines
 from tabletopic_plugins.converters.json_converter import JsonConverter, _convert_schemaless, _read_few, _read_lines
 from tabletopic_plugins.converters.json_small_batch import MAX_RECORDS, read_small
+from tests.unit.fuzzing import examples
 
 DATES = ["2024-05-01T12:00:00Z", "2024-05-01T12:00:00.5Z", "2024-05-01T12:00:00+01:00", "2024-05-01T12:00:00+0100",
          "2024-05-01 12:00", "2024-05-01T12", "2024-05-01", "2024-13-01", "2024-02-30", "0000-01-01",
@@ -33,7 +34,7 @@ def without_it(payloads: list[bytes]) -> ConvertResult:
     return read if read is not None else _convert_schemaless(payloads)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(st.lists(ROWS, min_size=1, max_size=MAX_RECORDS))
 def test_what_it_reads_is_what_the_reader_reads(docs: list[dict]) -> None:
     payloads = [json.dumps(d, separators=(",", ":")).encode() for d in docs]
@@ -47,7 +48,7 @@ def test_what_it_reads_is_what_the_reader_reads(docs: list[dict]) -> None:
     assert mine.parts[0].table.to_pylist() == theirs.parts[0].table.to_pylist()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(ROWS, min_size=1, max_size=MAX_RECORDS), st.sampled_from([b"NaN", b"1e400", b'"\\ud800"']))
 def test_what_the_reader_refuses_it_leaves_to_the_reader(docs: list[dict], odd: bytes) -> None:
     payloads = [json.dumps(d, separators=(",", ":")).encode() for d in docs] + [b'{"a":' + odd + b"}"]

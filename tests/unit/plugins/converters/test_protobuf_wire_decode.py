@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tabletopic.registry.protobuf_schema import parse
 from tabletopic_plugins.converters.protobuf_arrow import message_shape
 from tabletopic_plugins.converters.protobuf_wire_decode import WireDecoder, wire_decoder
+from tests.unit.fuzzing import examples
 
 PROTO = """syntax = "proto3";
 package w;
@@ -143,7 +144,7 @@ def test_every_type_here_is_read_natively() -> None:
     assert isinstance(WIRE, WireDecoder)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_message(), min_size=1, max_size=8))
 def test_serialized_messages_give_the_python_paths_rows(bodies: list[bytes]) -> None:
     assert WIRE is not None
@@ -157,7 +158,7 @@ def test_serialized_messages_give_the_python_paths_rows(bodies: list[bytes]) -> 
     assert _rows(native) == _rows(python)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(_message(big_unsigned=False), min_size=1, max_size=4), st.data())
 def test_a_body_the_runtime_refuses_sends_the_batch_to_the_python_path(bodies: list[bytes], data: Any) -> None:
     assert WIRE is not None
@@ -208,7 +209,7 @@ def test_a_long_body_goes_to_the_python_path_before_ptars_can_overflow_the_stack
         M.FromString(deep)  # so the Python path fails it alone
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.binary(max_size=40), min_size=1, max_size=4))
 def test_any_bytes_give_rows_or_go_back_without_harm(bodies: list[bytes]) -> None:
     assert WIRE is not None

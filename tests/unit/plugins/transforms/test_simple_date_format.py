@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tabletopic_plugins.transforms.simple_date_format import SimpleDateFormat, civil_from_days, days_from_civil
+from tests.unit.fuzzing import examples
 
 
 def ms(*args: int) -> int:
@@ -93,7 +94,7 @@ def test_patterns_java_refuses(pattern: str, error: str) -> None:
         SimpleDateFormat(pattern)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(min_value=-(10**13), max_value=10**14))
 def test_what_is_formatted_reads_back(millis: int) -> None:
     fmt = SimpleDateFormat("yyyy-MM-dd'T'HH:mm:ss.SSS")
@@ -103,7 +104,7 @@ def test_what_is_formatted_reads_back(millis: int) -> None:
         assert ok[0] and int(back[0]) == millis
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(min_value=-10**7, max_value=10**7))
 def test_civil_days_round_trip(days: int) -> None:
     year, month, day = civil_from_days(np.array([days]))
