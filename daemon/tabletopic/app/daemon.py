@@ -103,7 +103,9 @@ class Daemon:
         self.phase = "running"
         stop = asyncio.ensure_future(self.stop_requested.wait())
         watcher = asyncio.ensure_future(self._watch_jvm())
-        done, _ = await asyncio.wait([stop, watcher, self._fatal], return_when=asyncio.FIRST_COMPLETED)
+        assert self._fatal is not None
+        waited: list[asyncio.Future[Any]] = [stop, watcher, self._fatal]
+        done, _ = await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
         for future in (stop, watcher):
             future.cancel()
         await asyncio.gather(stop, watcher, return_exceptions=True)

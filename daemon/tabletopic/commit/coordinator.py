@@ -17,7 +17,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 import structlog
 from aiokafka.errors import KafkaError
@@ -33,6 +33,7 @@ from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.write.write_result import TableFiles
 
 log = structlog.get_logger(__name__)
+_T = TypeVar("_T")
 
 
 class CoordinatorTables(Protocol):
@@ -45,6 +46,10 @@ class CoordinatorTables(Protocol):
     def clean(self) -> dict[str, dict[TopicPartition, int]]: ...
 
     def invalid_files(self, answer: Answer) -> str | None: ...
+
+    async def off_loop(self, call: Callable[..., _T], *args: Any) -> _T:
+        """``call(*args)``, one of the reads above, off the event loop."""
+        ...
 
     async def commit(self, positions: dict[TopicPartition, int], starts: dict[TopicPartition, int],
                      by_table: dict[str, TableFiles], started: float, epoch: int, task: str = "") -> RoundOutcome: ...

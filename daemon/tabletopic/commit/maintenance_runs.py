@@ -15,7 +15,9 @@ from typing import Any, Protocol
 class TableMaintenance(Protocol):
     """What the runs need of the tables' maintenance (:class:`tabletopic.maintain.maintainer.Maintainer`)."""
 
-    max_file_wait_s: float
+    @property
+    def max_file_wait_s(self) -> float: ...
+
     last_error: str | None  # the last table whose maintenance failed, and why; cleared by one that did not
 
     def due(self) -> list[str]: ...

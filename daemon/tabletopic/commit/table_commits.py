@@ -30,7 +30,7 @@ from tabletopic.offsets.table_scope import TableScope, unrecorded
 from tabletopic.route.table_feeds import TableFeeds
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.java_errors import JAVA_ERRORS, classify, describe, java_error_message
-from tabletopic.write.table_handle import CatalogUnavailable, TableError
+from tabletopic.write.table_handle import CATALOG_ERRORS, TableError
 from tabletopic.write.write_result import TableFiles
 
 log = structlog.get_logger(__name__)
@@ -96,7 +96,7 @@ class TableCommits:
                     self._offsets[table] = self._tables.recorded(table, self._group_id).offsets
                 except TableError:  # a table that does not exist yet records nothing
                     continue
-                except (CatalogUnavailable, *JAVA_ERRORS) as exc:
+                except CATALOG_ERRORS as exc:
                     # Read again next time. Judged as recording nothing meanwhile, which is safe: a commit to
                     # it checks the offsets it expects against the table itself, and is fenced if they differ.
                     self._log.warning("cannot read what a table records; read again next round", table=table,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import traceback
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 from aiokafka.errors import KafkaError
@@ -27,9 +28,9 @@ from tabletopic.kafka.clients import KafkaAccessError, KafkaClients, KafkaUnavai
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.task.sink_task import SinkTask
 from tabletopic.write.iceberg_tables import IcebergTables
-from tabletopic.write.java_errors import JAVA_ERRORS, describe
+from tabletopic.write.java_errors import describe
 from tabletopic.write.spark_session import SparkRuntime
-from tabletopic.write.table_handle import CatalogUnavailable, TableError
+from tabletopic.write.table_handle import CATALOG_ERRORS, CatalogUnavailable, TableError
 
 log = structlog.get_logger(__name__)
 _LEAVE_GROUP_TIMEOUT_S = 20.0
@@ -140,7 +141,7 @@ class ConnectorRuntime:
         """A dead consumer, control reader or round loop fails the connector instead of leaving it silent."""
         assert self.parts is not None
         member = self.parts.member
-        waits = [asyncio.ensure_future(self.parts.consumer.failed.wait())]
+        waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(self.parts.consumer.failed.wait())]
         if member.error_future is not None:
             waits.append(asyncio.ensure_future(asyncio.shield(member.error_future)))
         try:
@@ -288,7 +289,7 @@ def check_catalog(tables: IcebergTables, config: ConnectorConfig) -> None:
             tables.exists(name)
     except TableError:
         raise
-    except (*JAVA_ERRORS, CatalogUnavailable) as exc:
+    except CATALOG_ERRORS as exc:
         why = describe(exc)
         raise StartupError(f"connector {config.name}: the Iceberg catalog {config.catalog_name!r} "
                            f"is not reachable ({why}); check iceberg.catalog.*") from exc

@@ -99,8 +99,9 @@ class FaustConsumer:
         self.app.on_drained = lambda wall, cpu: task.metrics.add_stage("fetch", wall, cpu)
         self.app.on_fetch_failed = self._fetch_failed
         self.app.agent(self.batches, name=f"tabletopic-{config.name}")(self._consume)
-        self.app.on_partitions_assigned.connect(self._on_assigned)
-        self.app.on_partitions_revoked.connect(self._on_revoked)
+        # Faust's stub asks for handlers of (sender, *args); it calls them (sender, partitions, signal=...).
+        self.app.on_partitions_assigned.connect(self._on_assigned)  # type: ignore[arg-type]
+        self.app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
         self.group_offsets = GroupOffsetCommits(self._commit_group, self.log)
         task.bind_consumer(self.group_offsets.submit, self._reseek_all,
                            lambda tp, offset: self.app.request_seek(TP(*tp), offset), lambda: self.waiting_bytes)
@@ -186,7 +187,7 @@ class FaustConsumer:
         size = fetch_bytes(fetch)  # once per fetch: the channel is first in, first out, so _consume pops it
         self._waiting.append(size)
         self.waiting_bytes += size
-        await self.batches.put(fetch)
+        await self.batches.put(fetch)  # type: ignore[arg-type]  # an in-memory channel carries any object
 
     async def _consume(self, stream: faust.StreamT) -> None:
         async for fetch in stream:

@@ -22,8 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
-from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
-from faust.types import TP
+from faust.types import TP, ConsumerT
 
 from tabletopic.consume.continuity import STALE
 from tabletopic.consume.faust_aiokafka import FetchLoop, RawFetchApp
@@ -77,7 +76,7 @@ class BatchingApp(RawFetchApp):
     def seek_queued(self, tp: TP) -> bool:
         return tp in self._queued
 
-    async def apply_seeks(self, consumer: AIOKafkaConsumer) -> None:
+    async def apply_seeks(self, consumer: ConsumerT) -> None:
         if not self._queued:
             return
         queued = dict(self._queued)

@@ -21,10 +21,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from importlib.metadata import version
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import faust
 from aiokafka import AIOKafkaConsumer
@@ -154,7 +154,7 @@ class FetchLoop:
         self._consumer = consumer
         self._consumer_stopped = consumer._stopped.is_set
         self._fetcher_stopped = fetcher._stopped.is_set
-        self.read_offset: dict[TP, int | None] = consumer._read_offset  # Faust's own, updated in place
+        self.read_offset: MutableMapping[TP, int | None] = consumer._read_offset  # Faust's own, updated in place
 
     def stopped(self) -> bool:
         return self._consumer_stopped() or self._fetcher_stopped()
@@ -167,7 +167,7 @@ class FetchLoop:
     def flow_active(self) -> bool:
         return bool(self._consumer.flow_active)
 
-    async def next_records(self, timeout: float) -> dict[TP, list[Any]]:
+    async def next_records(self, timeout: float) -> Mapping[TP, list[Any]]:
         fetched, _ = await self._consumer._wait_next_records(timeout)
         return fetched or {}
 
@@ -198,7 +198,7 @@ class SizedFetchThread(AIOKafkaConsumerThread):
 
     def _create_worker_consumer(self, transport: Any) -> AIOKafkaConsumer:
         consumer = super()._create_worker_consumer(transport)
-        sizes: FetchSizes = self.app.fetch_sizes  # only a RawFetchApp's consumer makes this thread
+        sizes = cast("RawFetchApp", self.app).fetch_sizes  # only a RawFetchApp's consumer makes this thread
         consumer._fetch_min_bytes = sizes.min_bytes
         consumer._fetch_max_wait_ms = sizes.max_wait_ms
         consumer._isolation_level = sizes.isolation_level  # Faust's is read_uncommitted outside transactions
@@ -243,7 +243,7 @@ class RawFetchApp(faust.App):
     fetch_sizes = FetchSizes()  # what its consumer fetches with; set before the app starts
 
     def _new_transport(self) -> Any:
-        transport = super()._new_transport()
+        transport: Any = super()._new_transport()
         transport.Consumer = RawFetchConsumer
         return transport
 
@@ -272,7 +272,7 @@ def paused_partitions(app: faust.App) -> set[TP]:
 
 def kafka_consumer(app: faust.App) -> AIOKafkaConsumer:
     """aiokafka's consumer under Faust's, for its subscription and partition metadata."""
-    return app.consumer._thread._ensure_consumer()  # type: ignore[attr-defined, no-any-return]  # as above: checked at start-up
+    return app.consumer._thread._ensure_consumer()  # type: ignore[attr-defined]  # as above: checked at start-up
 
 
 async def commit_offsets(app: faust.App, offsets: dict[TP, int]) -> None:

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 # ValueError covers json's, base64's (binascii.Error), Unicode errors and Arrow's ArrowInvalid;
 # ArithmeticError covers OverflowError and decimal's InvalidOperation.
-RECORD_ERRORS: tuple[type[BaseException], ...] = (
+RECORD_ERRORS: tuple[type[Exception], ...] = (
     ValueError, TypeError, KeyError, IndexError, ArithmeticError, RecursionError,
     pa.ArrowTypeError, pa.ArrowNotImplementedError,
 )

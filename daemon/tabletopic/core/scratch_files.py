@@ -33,7 +33,7 @@ def _owner(pid: int) -> str:
 def sweep_dead(directory: str | None = None) -> list[str]:
     """Remove the scratch files of processes that are gone; return their names."""
     root = Path(directory or tempfile.gettempdir())
-    removed = []
+    removed: list[str] = []
     try:
         entries = list(root.iterdir())
     except OSError:

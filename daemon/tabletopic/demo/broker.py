@@ -103,7 +103,7 @@ class EmbeddedBroker:
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env={**os.environ, "RUST_LOG": os.environ.get("TANSU_LOG", "warn")},
         )
-        if out is not subprocess.DEVNULL:
+        if not isinstance(out, int):  # a log file, not DEVNULL
             out.close()  # the child has its own descriptor
         try:
             wait_for_port(self._proc, self.port, timeout, f"tansu on port {self.port}")

@@ -88,7 +88,7 @@ class MotoLake(_Server):
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self._proc = subprocess.Popen([_bin("moto_server", "moto[server]"), "-H", "127.0.0.1", "-p", str(self.s3_port)],
                                       stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        if out is not subprocess.DEVNULL:
+        if not isinstance(out, int):  # a log file, not DEVNULL
             out.close()
         try:
             wait_for_port(self._proc, self.s3_port, 30, "moto_server")
@@ -205,7 +205,7 @@ def duckdb_offline(*extensions: str) -> Any:
     con = duckdb.connect(config={"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"})
     for name in extensions:
         module = importlib.import_module(f"duckdb_extension_{name}")
-        path = Path(module.__file__).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
+        path = Path(str(module.__file__)).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
         con.execute(f"LOAD '{path}'")
     return con
 

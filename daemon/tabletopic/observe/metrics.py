@@ -12,7 +12,7 @@ import os
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -158,6 +158,10 @@ class SinkMetrics:
                                               self.stage_cpu_seconds.labels(stage=stage))
         children[0].inc(wall_s)
         children[1].inc(cpu_s)
+
+    if TYPE_CHECKING:
+        # The families are bound in __init__ by name, so the checker learns their type here.
+        def __getattr__(self, name: str) -> _Bound: ...
 
     def note_committed_timestamp(self, table: str, newest_ms: int) -> None:
         key = (self.connector, table)

@@ -13,7 +13,7 @@ echoed by a library (an error message, a URL in a log) is hidden as well.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 
 HIDDEN = "[hidden]"
@@ -74,7 +74,7 @@ class Scrubber:
                 text = text.replace(value, HIDDEN)
         return _USERINFO.sub(lambda m: f"{m.group('scheme')}{HIDDEN}@", text)
 
-    def __call__(self, _: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, _: Any, __: str, event: MutableMapping[str, Any]) -> dict[str, Any]:
         """A structlog processor: every string in an event is scrubbed."""
         return {k: self.scrub(v) if isinstance(v, str) else _deep(self, v) for k, v in event.items()}
 

@@ -12,12 +12,15 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 import referencing
 import referencing.exceptions
 from referencing.jsonschema import DRAFT7
+
+if TYPE_CHECKING:
+    from referencing._core import Resolver  # referencing exports it from this module only
 
 _ROOT = "urn:tabletopic:schema"
 
@@ -38,17 +41,17 @@ class JsonSchema:
         return json.dumps(self.root, sort_keys=True, separators=(",", ":"))
 
     @cached_property
-    def registry(self) -> referencing.Registry:  # type: ignore[type-arg]  # referencing's generics: documents of any type
+    def registry(self) -> referencing.Registry[Any]:
         resources = [(name, _resource(doc)) for name, doc in self.references]
         return referencing.Registry().with_resources([(_ROOT, _resource(self.root)), *resources])
 
     @property
-    def resolver(self) -> referencing.Resolver:  # type: ignore[type-arg]  # referencing's generics: documents of any type
+    def resolver(self) -> Resolver[Any]:
         """Where the root document's ``$ref`` are read from."""
         return self.registry.resolver(_ROOT)
 
-    def resolve(self, node: Any, resolver: referencing.Resolver | None = None  # type: ignore[type-arg]  # referencing's generics: documents of any type
-                ) -> tuple[Any, referencing.Resolver]:  # type: ignore[type-arg]  # referencing's generics: documents of any type
+    def resolve(self, node: Any, resolver: Resolver[Any] | None = None
+                ) -> tuple[Any, Resolver[Any]]:
         """``node`` with its ``$ref`` followed (repeatedly), and the resolver for the refs inside it."""
         resolver = resolver or self.resolver
         seen = 0
@@ -86,7 +89,7 @@ def parse(text: str, references: list[tuple[str, JsonSchema]]) -> JsonSchema:
     return schema
 
 
-def _resource(doc: Any) -> referencing.Resource:  # type: ignore[type-arg]  # referencing's generics: documents of any type
+def _resource(doc: Any) -> referencing.Resource:
     return referencing.Resource.from_contents(doc, default_specification=DRAFT7)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
+_JSON_TYPES: dict[type, str] = {str: "string", list: "array", dict: "object"}
 
 
 def combined_of(node: dict[str, Any]) -> tuple[str, list[Any]] | None:
@@ -40,7 +41,7 @@ def json_type(value: Any) -> str:
         return "integer"
     if isinstance(value, float):
         return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), "string")
+    return _JSON_TYPES.get(type(value), "string")
 
 
 def content_model(node: dict[str, Any]) -> tuple[str, Any]:

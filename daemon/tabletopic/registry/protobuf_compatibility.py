@@ -169,26 +169,27 @@ class _Diff:
             elif name not in o_names:
                 yield Difference("ONEOF_ADDED", f"{path}/{name}")
         for number in sorted(o_fields.keys() | u_fields.keys()):
-            of, uf = o_fields.get(number), u_fields.get(number)
+            o_field, u_field = o_fields.get(number), u_fields.get(number)
             o_in, u_in = o_oneof.get(number), u_oneof.get(number)
             here = f"{path}/{u_in + '/' if u_in else ''}{number}"
-            if uf is None:
-                assert of is not None
+            if u_field is None:
+                assert o_field is not None
                 if o_in is not None:
                     if o_in not in gone:
                         yield Difference("ONEOF_FIELD_REMOVED", f"{path}/{o_in}/{number}")
                 else:
-                    yield Difference("REQUIRED_FIELD_REMOVED" if of.label == FD.LABEL_REQUIRED else "FIELD_REMOVED",
-                                     here)
-            elif of is None:
+                    yield Difference("REQUIRED_FIELD_REMOVED" if o_field.label == FD.LABEL_REQUIRED
+                                     else "FIELD_REMOVED", here)
+            elif o_field is None:
                 if u_in is not None:
                     yield Difference("ONEOF_FIELD_ADDED", here)
                 else:
-                    yield Difference("REQUIRED_FIELD_ADDED" if uf.label == FD.LABEL_REQUIRED else "FIELD_ADDED", here)
+                    yield Difference("REQUIRED_FIELD_ADDED" if u_field.label == FD.LABEL_REQUIRED
+                                     else "FIELD_ADDED", here)
             else:
                 if o_in is not None and u_in is None:
                     yield Difference("ONEOF_FIELD_MOVED_TO_TOP_LEVEL", here)
-                yield from self.field(here, of, uf)
+                yield from self.field(here, o_field, u_field)
         yield from self.types(f"{path}/", o.nested_type, u.nested_type, o.enum_type, u.enum_type, o_name, u_name)
 
     def field(self, path: str, of: descriptor_pb2.FieldDescriptorProto, uf: descriptor_pb2.FieldDescriptorProto

@@ -96,7 +96,7 @@ class RegistryApi:
     @web.middleware
     async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
-            return await handler(request)  # type: ignore[no-any-return]  # aiohttp's Handler returns Any
+            return await handler(request)
         except RegistryError as exc:
             return _reply({"error_code": exc.code, "message": exc.message}, exc.status)
         except (asyncio.TimeoutError, OSError) as exc:

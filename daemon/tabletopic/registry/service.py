@@ -81,9 +81,8 @@ class SchemaRegistryService:
             await self._runner.setup()
             site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self._security.context)
             await site.start()
-            server = site._server
-            if self.port == 0 and server is not None and server.sockets:
-                self.port = server.sockets[0].getsockname()[1]
+            if self.port == 0:  # report the port the OS picked
+                self.port = self._runner.addresses[0][1]
             started.set_result(None)
         except Exception as exc:
             started.set_exception(exc)

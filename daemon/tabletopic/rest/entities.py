@@ -142,7 +142,7 @@ def config_infos(plugin: str, keys: Mapping[str, Key], config: Mapping[str, str]
     for problem in problems:
         errors.setdefault(problem.key, []).append(str(problem))
     shown = redact(config)
-    configs = []
+    configs: list[dict[str, Any]] = []
     groups: list[str] = []
     for order, key in enumerate(k for k in keys.values() if k.type is not KeyType.PREFIX):
         info = config_key_info(key, order)

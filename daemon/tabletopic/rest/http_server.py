@@ -52,9 +52,7 @@ class HttpServer:
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self._security.context)
         await site.start()
         if self.port == 0:  # report the port the OS picked
-            server = site._server
-            if server is not None and server.sockets:
-                self.port = server.sockets[0].getsockname()[1]
+            self.port = self._runner.addresses[0][1]
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import numpy as np
 
@@ -126,7 +127,9 @@ class Staging:
             values = [raw.values[i] for i in present]
         out: list[SinkRecords] = []
         if present:
-            result = convert_isolating(lambda batch: self.value_converter.convert(raw.topic, batch), values)
+            # cast: ``present`` holds no null value, whichever way it was made
+            result = convert_isolating(lambda batch: self.value_converter.convert(raw.topic, batch),
+                                       cast("list[bytes]", values))
             failures.extend(RecordFailure("convert", present[f.index], f.reason) for f in result.failures)
             tombstones += [present[i] for i in result.nulls]
             position = np.asarray(present, dtype=np.int64)
@@ -157,7 +160,7 @@ class Staging:
         result = ConvertResult()
         if len(given):
             result = convert_isolating(lambda some: self.key_converter.convert(raw.topic, some),
-                                       [keys[int(i)] for i in given])
+                                       [k for k in keys if k is not None])  # the keys at ``given``
         failures.extend(RecordFailure("convert", int(records.rows[given[f.index]]), f"key: {f.reason}")
                         for f in result.failures)
         out = []

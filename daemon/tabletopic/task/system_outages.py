@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 
 from tabletopic.convert.isolation import SystemUnavailable
 from tabletopic.observe.metrics import SinkMetrics
-from tabletopic.write.java_errors import JAVA_ERRORS, java_error_message
-from tabletopic.write.table_handle import CatalogUnavailable
+from tabletopic.write.java_errors import java_error_message
+from tabletopic.write.table_handle import CATALOG_ERRORS, CatalogUnavailable
 
 T = TypeVar("T")
 SUMMARY_EVERY_S = 60.0
@@ -88,7 +88,7 @@ class SystemOutages:
         while True:
             try:
                 result = await asyncio.to_thread(read)
-            except (CatalogUnavailable, *JAVA_ERRORS) as exc:
+            except CATALOG_ERRORS as exc:
                 why = exc if isinstance(exc, CatalogUnavailable) else CatalogUnavailable(java_error_message(exc))
                 await self.failed(why)
                 continue

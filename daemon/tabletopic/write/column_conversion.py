@@ -230,7 +230,7 @@ def _parse_decimal(strings: pa.Array) -> pa.Array:
     if pc.any(pc.not_equal(exponents, "")).as_py():
         # An exponent: through Python's decimals, whose reading of the string is exact.
         values = [None if s is None else Decimal(s) for s in strings.to_pylist()]
-        scale = max((-v.as_tuple().exponent for v in values if v is not None and v.is_finite()), default=0)
+        scale = max((-int(v.as_tuple().exponent) for v in values if v is not None and v.is_finite()), default=0)
         scale = max(0, min(scale, 38))
         quantum = Decimal(1).scaleb(-scale)
         try:
@@ -318,7 +318,7 @@ def _to_fixed(array: pa.Array, target: pa.DataType, length: int) -> pa.Array:
 def _to_binary(array: pa.Array, target: pa.DataType) -> pa.Array:
     if not _is_string(array.type):
         return _cast(array, target)
-    decoded = []
+    decoded: list[bytes | None] = []
     for value in array.to_pylist():
         if value is None:
             decoded.append(None)

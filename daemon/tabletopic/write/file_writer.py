@@ -129,9 +129,9 @@ class FileWriter:
         seconds = time.monotonic() - started
         written = []
         for (handle, drained), (rows, keys), indexes in zip(items, shaped, parts, strict=True):
-            part = [f for i in indexes if i is not None for f in files[i]]
+            content = [f for i in indexes if i is not None for f in files[i]]
             records = drained.records if keys is None else rows.num_rows if rows is not None else 0
-            written.append(WrittenFiles(handle.name, part, records,
+            written.append(WrittenFiles(handle.name, content, records,
                                         drained.max_timestamp_ms, seconds,
                                         deletes=keys.num_rows if keys is not None else 0, floors=drained.floors,
                                         valid_through_ms=drained.valid_through_ms))

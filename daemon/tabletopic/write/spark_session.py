@@ -116,7 +116,7 @@ class SparkRuntime:
 
     @property
     def jvm(self) -> Any:
-        return self.session.sparkContext._jvm
+        return _jvm_of(self.session)
 
     @property
     def local(self) -> bool:
@@ -154,7 +154,7 @@ class SparkRuntime:
         answer while other threads use the session."""
         session = self._session
         if session is not None:
-            session.sparkContext._jvm.java.lang.System.nanoTime()
+            _jvm_of(session).java.lang.System.nanoTime()
 
     def heap_bytes(self) -> dict[str, int] | None:
         """The driver JVM's heap: used, committed and max bytes; None before it starts."""
@@ -162,7 +162,7 @@ class SparkRuntime:
         if session is None:
             return None
         try:
-            runtime = session.sparkContext._jvm.java.lang.Runtime.getRuntime()
+            runtime = _jvm_of(session).java.lang.Runtime.getRuntime()
             total, free = int(runtime.totalMemory()), int(runtime.freeMemory())
             return {"used": total - free, "committed": total, "max": int(runtime.maxMemory())}
         except Py4JError:  # the JVM is gone: a scrape shows no heap rather than failing
@@ -204,9 +204,9 @@ class SparkRuntime:
             builder = builder.config(key, value)
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel(conf.get("spark.log.level", "WARN"))
-        configurator = session.sparkContext._jvm.org.apache.logging.log4j.core.config.Configurator
+        configurator = _jvm_of(session).org.apache.logging.log4j.core.config.Configurator
         for name in _QUIET_JVM_LOGGERS:  # warnings with a stack trace about nothing wrong
-            configurator.setLevel(name, session.sparkContext._jvm.org.apache.logging.log4j.Level.ERROR)
+            configurator.setLevel(name, _jvm_of(session).org.apache.logging.log4j.Level.ERROR)
         log.info("spark session started", master=conf["spark.master"], version=session.version)
         return session
 
@@ -252,7 +252,9 @@ class SparkRuntime:
         """
         found = self._classes.get(name)
         if found is None:
-            client = self.session.sparkContext._gateway._gateway_client
+            gateway = self.session.sparkContext._gateway
+            assert gateway is not None  # the session has started, so its context has a gateway
+            client = gateway._gateway_client
             found = self._classes[name] = JavaStatics(JavaClass(name, client))
         return found
 
@@ -324,3 +326,10 @@ def _batch_rows(table: pa.Table) -> int:
 
 MIN_ROWS_PER_TASK = 100_000
 _MAX_TASKS = 4
+
+
+def _jvm_of(session: SparkSession) -> Any:
+    """The py4j view of a started session's JVM; pyspark types it optional, for a context not started yet."""
+    jvm = session.sparkContext._jvm
+    assert jvm is not None
+    return jvm

@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from tabletopic.convert.isolation import SystemUnavailable
+from tabletopic.write.java_errors import JAVA_ERRORS
 from tabletopic.write.parquet_encoding import ParquetLayout
 
 
@@ -28,6 +29,10 @@ class CatalogUnavailable(SystemUnavailable):
 
     Records are never dead-lettered for it: the sink waits and reads them again.
     """
+
+
+# A catalog or its storage failing reaches Python as our wrapper or as the Java exception itself.
+CATALOG_ERRORS: tuple[type[Exception], ...] = (CatalogUnavailable, *JAVA_ERRORS)
 
 
 @dataclass

@@ -31,7 +31,7 @@ from tabletopic.write.java_errors import JAVA_ERRORS, JavaErrorKind, classify, j
 from tabletopic.write.new_columns import new_column_types
 from tabletopic.write.schema_evolution import EvolutionError, plan
 from tabletopic.write.schema_evolution import apply as apply_changes
-from tabletopic.write.table_handle import CatalogUnavailable, TableError, TableHandle
+from tabletopic.write.table_handle import CATALOG_ERRORS, CatalogUnavailable, TableError, TableHandle
 
 log = structlog.get_logger(__name__)
 _EVOLVE_ATTEMPTS = 5
@@ -128,7 +128,7 @@ class TableShaper:
                     break  # prepare plans again, and fails these records with why
         # A thousand new tables' reads, one py4j call each, held the event loop for seconds.
         if opening.read and self._tables.loaded(table):
-            with contextlib.suppress(CatalogUnavailable, *JAVA_ERRORS):  # buffer reads it again, and fails
+            with contextlib.suppress(*CATALOG_ERRORS):  # buffer reads it again, and fails
                 return self._ledger.read_recorded(table)
         return None
 

@@ -138,7 +138,8 @@ def compile_type(node: Any, namespace: str | None, schema: AvroSchema, depth: in
     if kind == "array":
         item = compile_type(node["items"], namespace, schema, depth + 1)
         item_fix = item.fix
-        fix = None if item_fix is None else (lambda v: [None if x is None else item_fix(x) for x in v])
+        fix: Callable[[Any], Any] | None = None if item_fix is None else (
+            lambda v: [None if x is None else item_fix(x) for x in v])
         return Column(pa.list_(pa.field("element", item.wire)), pa.list_(pa.field("element", item.final)), False,
                       "list", [("element", item)], fix)
     if kind == "map":

@@ -130,7 +130,8 @@ class AvroConverter:
                 known: dict[str, Any] = {}
                 self._references(fetched, named, known, depth=0)
                 schema = resolve(fetched.schema, known)
-                parsed = fastavro.parse_schema(raw_schema(fetched.schema), named_schemas=named)
+                parsed: dict[str, Any] = fastavro.parse_schema(  # type: ignore[assignment]  # a record's schema parses to a dict
+                    raw_schema(fetched.schema), named_schemas=named)
                 shape = record_shape(schema)
                 found = _Compiled(parsed, shape, batch_decoder(parsed, shape.wire)
                                   if shape.record and shape.fix is None else None)

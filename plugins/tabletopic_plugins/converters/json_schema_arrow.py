@@ -106,7 +106,7 @@ def _type(schema: JsonSchema, node: Any, resolver: Any, path: str, depth: int) -
     if kinds == "integer":
         if node.get("title") == _CONNECT_TIMESTAMP:
             return TIMESTAMP_UTC, lambda v: v * 1000 if isinstance(v, int) and not isinstance(v, bool) else v
-        return _CONNECT_INTS.get(connect, pa.int64()), None
+        return _CONNECT_INTS.get(str(connect), pa.int64()), None
     if kinds == "number":
         return (pa.float32() if connect == "float32" else pa.float64()), None
     if kinds == "boolean":

@@ -32,6 +32,7 @@ Two differences are left, because columns cannot show them and no serializer wri
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -122,8 +123,12 @@ def _message(descriptor: Descriptor) -> Callable[[Callable[[str], pa.Array]], li
             steps.append(_oneof([(m.name, _value(m)) for m in oneof.fields]))
         else:
             shape = _field(f)
-            steps.append(lambda column, name=name, shape=shape: shape(column(name)))
+            steps.append(functools.partial(_shaped_column, name, shape))
     return lambda column: [step(column) for step in steps]
+
+
+def _shaped_column(name: str, shape: Shape, column: Callable[[str], pa.Array]) -> pa.Array:
+    return shape(column(name))
 
 
 def _field(f: FieldDescriptor) -> Shape:

@@ -274,6 +274,7 @@ class MongoDebeziumTransform:
         if before is None and after is None and update is None:
             raise ValueError("malformed record: no before, after or updateDescription")
         before_doc = parse_extended_json(before).value if before is not None else None
+        after_doc: dict[str, Any] | None
         if after is None and update is not None:
             after_doc = dict(before_doc or {})
             updated = update.get("updatedFields") if isinstance(update, dict) else None

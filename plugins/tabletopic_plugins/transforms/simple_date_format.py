@@ -24,6 +24,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -337,7 +338,7 @@ class SimpleDateFormat:
         hour, minute, second, milli = (np.zeros(m, np.int64) for _ in range(4))
         offset = np.zeros(m, np.int64)
         pm: np.ndarray | None = None
-        half_hour: np.ndarray | None = None
+        half_hour: npt.NDArray[np.int64] | None = None
         day_of_year: np.ndarray | None = None
         bc: np.ndarray | None = None
         has_day = False
