@@ -63,7 +63,7 @@ class PartitionLedger:
         return {t: dict(o) for t, o in self._recorded.items()}
 
     def knows(self, table: str) -> bool:
-        """Whether what ``table`` records is known, so :meth:`floors` reads nothing."""
+        """Whether what ``table`` records is known, so that :meth:`floors` can answer."""
         return table in self._floors or table in self._recorded
 
     def read_recorded(self, table: str) -> dict[TopicPartition, int]:
@@ -77,10 +77,11 @@ class PartitionLedger:
             self._lowest = None
 
     def floors(self, table: str) -> dict[TopicPartition, int]:
-        """The floors of ``table``'s buffered rows; a table first buffered takes what it records now."""
+        """The floors of ``table``'s buffered rows; a table first buffered takes what it records now, which
+        must be known (:meth:`knows`): the ledger reads nothing itself, so nothing here waits on a catalog."""
         if table not in self._floors:
             if table not in self._recorded:
-                self.learn(table, self.read_recorded(table))
+                raise LookupError(f"what {table} records is not known: read it (read_recorded, learn) first")
             self._floors[table] = dict(self._recorded[table])
         return self._floors[table]
 

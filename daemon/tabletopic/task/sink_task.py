@@ -13,7 +13,8 @@ source of truth, see :meth:`on_assigned`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import functools
+from collections.abc import Awaitable, Callable, Iterable
 
 import numpy as np
 import structlog
@@ -125,6 +126,8 @@ class SinkTask:
         if not await self._still_continues(tp, position):
             # A revocation, or a seek after a rejected answer, came while the bad records were sent.
             return
+        if not await self._tables_known(staged, tp, position):
+            return
         if failures:
             bad = np.asarray(sorted({f.index for f in failures}), dtype=np.int64)
             staged = {t: [p.take(~np.isin(p.rows, bad)) for p in parts] for t, parts in staged.items()}
@@ -135,6 +138,9 @@ class SinkTask:
         self.metrics.buffered_records.set(self.writer.buffered_records)
         self.metrics.buffered_bytes.set(self.writer.buffered_bytes)
         self.writer.maybe_flush(staged)
+
+    async def _tables_known(self, tables: Iterable[str], tp: TopicPartition, position: int | None) -> bool:
+        return await learn_tables(self.ledger, self.outages, tables, lambda: self._still_continues(tp, position))
 
     async def _still_continues(self, tp: TopicPartition, position: int | None) -> bool:
         """Whether records judged against ``position`` may still be taken, once no start is being decided."""
@@ -271,3 +277,19 @@ class SinkTask:
         if self.last_error:
             return False, f"last commit failed: {self.last_error}"
         return True, "ok"
+
+
+async def learn_tables(ledger: PartitionLedger, outages: SystemOutages, tables: Iterable[str],
+                       continues: Callable[[], Awaitable[bool]]) -> bool:
+    """Whether records may still be taken (``continues``), once the ledger knows what each of ``tables``
+    records: their rows' floors come from it. The shaper read it when it opened the tables, but its read
+    may have failed, or a reset (a failed commit) since may have forgotten it; it is then read here, off
+    the loop, with the outage's backoff. Nothing is awaited after the last check, so the caller buffers
+    against what the ledger knows."""
+    tables = list(tables)
+    while unknown := [t for t in tables if not ledger.knows(t)]:
+        for table in unknown:
+            ledger.learn(table, await outages.read(functools.partial(ledger.read_recorded, table)))
+        if not await continues():
+            return False
+    return True

@@ -128,7 +128,7 @@ class TableShaper:
                     break  # prepare plans again, and fails these records with why
         # A thousand new tables' reads, one py4j call each, held the event loop for seconds.
         if opening.read and self._tables.loaded(table):
-            with contextlib.suppress(*CATALOG_ERRORS):  # buffer reads it again, and fails
+            with contextlib.suppress(*CATALOG_ERRORS):  # the task reads it again, with the outage's backoff
                 return self._ledger.read_recorded(table)
         return None
 

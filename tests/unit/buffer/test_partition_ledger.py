@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tabletopic.buffer.partition_ledger import PartitionLedger
 from tests.unit.fakes import TP0, TP1
 
 
 def _ledger(recorded: dict[str, dict[tuple[str, int], int]] | None = None) -> PartitionLedger:
+    """A ledger that knows what each of ``recorded``'s tables records, as the sink task's reads teach it."""
     tables = recorded or {}
-    return PartitionLedger(lambda table: tables.get(table, {}))
+    ledger = PartitionLedger(lambda table: tables.get(table, {}))
+    for table in tables:
+        ledger.learn(table, ledger.read_recorded(table))
+    return ledger
 
 
 def test_accept_moves_the_position_and_keeps_where_uncommitted_rows_began() -> None:
@@ -30,11 +36,14 @@ def test_a_commit_moves_the_first_uncommitted_offset_and_raises_floors() -> None
 def test_after_a_rejection_the_restart_point_survives_and_floors_are_read_again() -> None:
     tables = {"db.t": {TP0: 5}}
     ledger = PartitionLedger(lambda table: tables[table])
+    ledger.learn("db.t", ledger.read_recorded("db.t"))
     ledger.floors("db.t")
     ledger.accept(TP0, 5, 30)
     ledger.reset()
     tables["db.t"] = {TP0: 12}  # another writer committed meanwhile
     assert ledger.position(TP0) is None and ledger.uncommitted_from(TP0) == 5
+    assert not ledger.knows("db.t")
+    ledger.learn("db.t", ledger.read_recorded("db.t"))
     assert ledger.floors("db.t") == {TP0: 12}
     ledger.seek(TP0, 12)
     assert ledger.cut() == ({TP0: 12}, {TP0: 12})
@@ -102,9 +111,9 @@ def test_reading_partitions_again_leaves_the_floors_of_tables_not_read() -> None
 
 
 def test_what_is_settled_follows_every_change_of_what_the_tables_record() -> None:
-    ledger = _ledger({"db.a": {TP0: 5}})
+    ledger = PartitionLedger(lambda table: {TP0: 5})
     assert ledger.settled_below(TP0) is None  # no table read yet
-    ledger.floors("db.a")
+    ledger.learn("db.a", ledger.read_recorded("db.a"))
     assert ledger.settled_below(TP0) == 5
     ledger.committed({TP0: 9}, {"db.a": {TP0: 9}, "db.b": {TP0: 7, TP1: 3}})
     assert (ledger.settled_below(TP0), ledger.settled_below(TP1)) == (7, 3)
@@ -114,3 +123,14 @@ def test_what_is_settled_follows_every_change_of_what_the_tables_record() -> Non
     assert ledger.settled_below(TP0) == 2
     ledger.reset()
     assert ledger.settled_below(TP0) is None
+
+
+def test_the_floors_of_a_table_not_read_yet_are_refused_and_nothing_is_read() -> None:
+    """The ledger makes no catalog call on the event loop: the sink task reads a table off the loop first."""
+    reads: list[str] = []
+    ledger = PartitionLedger(lambda table: reads.append(table) or {})
+    with pytest.raises(LookupError, match=r"db\.t records is not known"):
+        ledger.floors("db.t")
+    assert reads == [] and not ledger.knows("db.t")
+    ledger.learn("db.t", {TP0: 4})
+    assert ledger.knows("db.t") and ledger.floors("db.t") == {TP0: 4} and reads == []

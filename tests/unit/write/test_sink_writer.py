@@ -88,8 +88,14 @@ def _sink(recorded: dict[str, dict[TopicPartition, int]], files: _Files | _Barri
     return writer, ledger
 
 
+def _buffer(writer: SinkWriter, ledger: PartitionLedger, table: str, rows: SinkRecords) -> None:
+    if not ledger.knows(table):  # the sink task reads what a table records before it buffers
+        ledger.learn(table, ledger.read_recorded(table))
+    writer.buffer(table, [rows])
+
+
 def _take(writer: SinkWriter, ledger: PartitionLedger, first: int, end: int) -> None:
-    writer.buffer(TABLE, [_rows(TP0, first, end)])
+    _buffer(writer, ledger, TABLE, _rows(TP0, first, end))
     ledger.accept(TP0, first, end)
 
 
@@ -146,7 +152,7 @@ def test_a_round_writes_its_tables_at_once_up_to_the_parallelism() -> None:
 
     async def scenario() -> Any:
         for i, table in enumerate(("db.a", "db.b", "db.c")):
-            writer.buffer(table, [_rows(("t", i), 0, 10)])
+            _buffer(writer, ledger, table, _rows(("t", i), 0, 10))
             ledger.accept(("t", i), 0, 10)
         return await writer.complete_write()
 
@@ -162,7 +168,7 @@ def test_many_tables_are_written_in_as_many_jobs_as_the_parallelism() -> None:
 
     async def scenario() -> Any:
         for i, table in enumerate(tables):
-            writer.buffer(table, [_rows(("t", i), 0, 10 * (i + 1))])
+            _buffer(writer, ledger, table, _rows(("t", i), 0, 10 * (i + 1)))
             ledger.accept(("t", i), 0, 10 * (i + 1))
         return await writer.complete_write()
 
@@ -188,7 +194,7 @@ def test_a_failed_write_fails_the_answer_after_the_others_end() -> None:
 
     async def scenario() -> None:
         for i, table in enumerate(("db.a", "db.b", "db.c")):
-            writer.buffer(table, [_rows(("t", i), 0, 10)])
+            _buffer(writer, ledger, table, _rows(("t", i), 0, 10))
             ledger.accept(("t", i), 0, 10)
         await writer.complete_write()
 
@@ -209,18 +215,18 @@ def test_the_buffered_sums_follow_every_way_rows_come_and_go() -> None:
 
     async def scenario() -> None:
         for i, table in enumerate(("db.a", "db.b", "db.c")):
-            writer.buffer(table, [_rows(("t", i), 0, 10)])
+            _buffer(writer, ledger, table, _rows(("t", i), 0, 10))
             ledger.accept(("t", i), 0, 10)
         assert consistent()[0] == 30
         await writer.complete_write()
         assert consistent() == (0, 0)
-        writer.buffer("db.a", [_rows(("t", 0), 10, 20)])
-        writer.buffer("db.b", [_rows(("t", 1), 10, 20)])
+        _buffer(writer, ledger, "db.a", _rows(("t", 0), 10, 20))
+        _buffer(writer, ledger, "db.b", _rows(("t", 1), 10, 20))
         writer.drop_below([("db.a", ("t", 0), 15)], "in a test")
         assert consistent()[0] == 15
         writer.release({("t", 1)})
         assert consistent()[0] == 5
-        writer.buffer("db.c", [_rows(("t", 2), 10, 200)])  # over flush-bytes: written early
+        _buffer(writer, ledger, "db.c", _rows(("t", 2), 10, 200))  # over flush-bytes: written early
         writer.maybe_flush(["db.c"])
         await writer.wait_for_flushes()
         assert consistent()[0] == 5
