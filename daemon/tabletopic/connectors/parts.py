@@ -17,7 +17,6 @@ from tabletopic.buffer.partition_ledger import PartitionLedger
 from tabletopic.commit.channel import Channel
 from tabletopic.commit.member import Member
 from tabletopic.commit.table_commits import TableCommits
-from tabletopic.commit.table_committer import TableCommitter
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig, offset_reset
 from tabletopic.consume.agent import FaustConsumer
@@ -26,7 +25,7 @@ from tabletopic.kafka.clients import KafkaClients
 from tabletopic.maintain.maintainer import Maintainer
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.route.table_feeds import TableFeeds
-from tabletopic.stage.failed_records import FailedRecords
+from tabletopic.stage.failed_records import ErrorSettings, FailedRecords
 from tabletopic.stage.staging import Staging
 from tabletopic.task.sink_task import SinkTask
 from tabletopic.task.start_positions import StartPositions, StartSettings, table_reader
@@ -36,6 +35,7 @@ from tabletopic.write.file_writer import FileWriter
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.sink_writer import SinkWriter
 from tabletopic.write.spark_session import SparkRuntime
+from tabletopic.write.table_committer import TableCommitter
 from tabletopic.write.table_shaper import TableShaper
 
 log = structlog.get_logger(__name__)
@@ -97,7 +97,7 @@ def build_sink(config: ConnectorConfig, worker: WorkerConfig, clients: KafkaClie
     starts = StartPositions(start_settings, tables, ledger, writer, read_table,
                             lambda tps: committed_offsets(clients, config.group_id, tps), outages, connector_log, feeds)
     task = SinkTask(config, metrics, Staging(config), ledger, shaper, writer, starts,
-                    FailedRecords(config, metrics, clients), outages)
+                    FailedRecords(ErrorSettings.of(config), metrics, clients), outages)
     return SinkParts(tables, task, table_commits, maintainer)
 
 

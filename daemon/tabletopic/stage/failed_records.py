@@ -18,6 +18,7 @@ import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import structlog
 from aiokafka import AIOKafkaProducer
@@ -27,7 +28,6 @@ from aiokafka.errors import MessageSizeTooLargeError, TopicAlreadyExistsError
 
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.convert.records import RawRecords
-from tabletopic.kafka.clients import KafkaClients
 from tabletopic.observe.metrics import SinkMetrics
 
 log = structlog.get_logger(__name__)
@@ -73,8 +73,36 @@ async def _broker_default_replication(admin: AIOKafkaAdminClient) -> int:
     return 1
 
 
+@dataclass(frozen=True)
+class ErrorSettings:
+    """Connect's ``errors.*`` keys, as the failed records use them."""
+
+    connector: str
+    tolerance: str  # errors.tolerance: "none" or "all"
+    log_enable: bool  # errors.log.enable
+    log_include_messages: bool  # errors.log.include.messages
+    dlq_topic: str | None  # errors.deadletterqueue.topic.name
+    dlq_context_headers: bool  # errors.deadletterqueue.context.headers.enable
+    dlq_replication: int  # errors.deadletterqueue.topic.replication.factor; -1: the broker's default
+
+    @classmethod
+    def of(cls, config: ConnectorConfig) -> ErrorSettings:
+        return cls(config.name, config.errors_tolerance, config.errors_log_enable, config.errors_log_include_messages,
+                   config.dlq_topic, config.dlq_context_headers, config.dlq_replication)
+
+
+class DeadLetterClients(Protocol):
+    """What the dead-letter topic needs of the connector's Kafka clients (:class:`KafkaClients`)."""
+
+    def kwargs(self, role: str) -> dict[str, Any]: ...
+
+    def admin(self) -> AIOKafkaAdminClient: ...
+
+    def producer(self, **overrides: Any) -> AIOKafkaProducer: ...
+
+
 class FailedRecords:
-    def __init__(self, config: ConnectorConfig, metrics: SinkMetrics, clients: KafkaClients) -> None:
+    def __init__(self, config: ErrorSettings, metrics: SinkMetrics, clients: DeadLetterClients) -> None:
         self._config = config
         self._metrics = metrics
         self._clients = clients
@@ -82,7 +110,7 @@ class FailedRecords:
 
     @property
     def tolerant(self) -> bool:
-        return self._config.errors_tolerance == "all"
+        return self._config.tolerance == "all"
 
     async def start(self) -> None:
         if self.tolerant and self._config.dlq_topic:
@@ -109,7 +137,7 @@ class FailedRecords:
                     raise DeadLetterTopicError(
                         f"cannot create the dead-letter topic {name} with {replicas} replicas (error {code}: "
                         f"{message}); create it, or set errors.deadletterqueue.topic.replication.factor")
-            log.info("created the dead-letter topic", connector=self._config.name, topic=topic,
+            log.info("created the dead-letter topic", connector=self._config.connector, topic=topic,
                      replication_factor=replicas)
         finally:
             await admin.close()
@@ -127,14 +155,14 @@ class FailedRecords:
         for failure in failures:
             self._metrics.failed_records.labels(stage=failure.stage).inc()
         if not self.tolerant:
-            raise RecordFailed(self._config.name, raw.topic, raw.partition, raw.offsets[first.index],
+            raise RecordFailed(self._config.connector, raw.topic, raw.partition, raw.offsets[first.index],
                                first.stage, first.reason)
         sends = []
         for failure in sorted(failures, key=lambda f: f.index):
             offset = raw.offsets[failure.index]
-            if self._config.errors_log_enable:
+            if self._config.log_enable:
                 extra = {}
-                if self._config.errors_log_include_messages:
+                if self._config.log_include_messages:
                     extra = {"key": _show(raw.keys[failure.index]), "value": _show(raw.values[failure.index])}
                 log.warning("record skipped (errors.tolerance=all)", topic=raw.topic, partition=raw.partition,
                             offset=offset, stage=failure.stage, reason=failure.reason, **extra)
@@ -177,7 +205,7 @@ class FailedRecords:
             "__connect.errors.topic": raw.topic,
             "__connect.errors.partition": str(raw.partition),
             "__connect.errors.offset": str(offset),
-            "__connect.errors.connector.name": self._config.name,
+            "__connect.errors.connector.name": self._config.connector,
             "__connect.errors.task.id": "0",
             "__connect.errors.stage": {"convert": "VALUE_CONVERTER", "transform": "TRANSFORMATION",
                                        "route": "TASK_PUT", "schema": "TASK_PUT"}.get(failure.stage, "TASK_PUT"),

@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
+import pyarrow as pa
 import structlog
 
 from tabletopic.buffer.partition_ledger import PartitionLedger, Raised
@@ -21,11 +23,27 @@ from tabletopic.buffer.table_buffer import Drained, TableBuffer
 from tabletopic.convert.records import SinkRecords
 from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.observe.metrics import SinkMetrics
-from tabletopic.write.file_writer import FileWriter, WrittenFiles
-from tabletopic.write.iceberg_tables import IcebergTables
+from tabletopic.write.file_writer import WrittenFiles
+from tabletopic.write.table_handle import TableHandle
 from tabletopic.write.write_result import TableFiles, WriteResult
 
 log = structlog.get_logger(__name__)
+
+
+class WriterTables(Protocol):
+    """What the writer needs of the connector's tables (:class:`~tabletopic.write.iceberg_tables.IcebergTables`)."""
+
+    def get(self, name: str, sample: pa.Schema | None = None) -> TableHandle: ...
+
+    def loaded_count(self) -> int: ...
+
+    def release_idle(self) -> list[str]: ...
+
+
+class FileWrites(Protocol):
+    """Writes tables' rows to files (:class:`~tabletopic.write.file_writer.FileWriter`); a write thread's call."""
+
+    def write_many(self, items: list[tuple[TableHandle, Drained]]) -> list[WrittenFiles]: ...
 
 
 class SinkWriter:
@@ -36,7 +54,7 @@ class SinkWriter:
     their table's shape first (:class:`~tabletopic.write.table_shaper.TableShaper`).
     """
 
-    def __init__(self, tables: IcebergTables, writer: FileWriter, metrics: SinkMetrics,
+    def __init__(self, tables: WriterTables, writer: FileWrites, metrics: SinkMetrics,
                  flush_bytes: int, ledger: PartitionLedger, parallelism: int = 1) -> None:
         self._tables = tables
         self._writer = writer

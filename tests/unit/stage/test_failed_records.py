@@ -15,7 +15,7 @@ from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.convert.records import RawRecords
 from tabletopic.observe.metrics import SinkMetrics
-from tabletopic.stage.failed_records import FailedRecords, RecordFailed, RecordFailure
+from tabletopic.stage.failed_records import ErrorSettings, FailedRecords, RecordFailed, RecordFailure
 
 DLQ = "dead"
 
@@ -72,7 +72,7 @@ def failed_records(producer: FakeProducer, **props: str) -> tuple[FailedRecords,
                               "iceberg.catalog.warehouse": "file:///tmp/w", **props},
                              parse_worker({"bootstrap.servers": "127.0.0.1:9"}))
     registry = CollectorRegistry()
-    return FailedRecords(config, SinkMetrics(registry, "c"), FakeClients(producer)), registry  # type: ignore[arg-type]
+    return FailedRecords(ErrorSettings.of(config), SinkMetrics(registry, "c"), FakeClients(producer)), registry
 
 
 def raw(n: int = 4) -> RawRecords:

@@ -24,7 +24,7 @@ SCHEMA = pa.schema([("id", pa.int64())])
 
 
 class _Tables:
-    def get(self, name: str, schema: pa.Schema | None = None) -> TableHandle:
+    def get(self, name: str, sample: pa.Schema | None = None) -> TableHandle:
         return TableHandle(name, None, SCHEMA, 0, None)
 
     def known(self) -> set[str]:
@@ -83,7 +83,7 @@ def _rows(tp: TopicPartition, first: int, end: int) -> SinkRecords:
 def _sink(recorded: dict[str, dict[TopicPartition, int]], files: _Files | _Barrier,
           parallelism: int = 1) -> tuple[SinkWriter, PartitionLedger]:
     ledger = PartitionLedger(lambda table: recorded.get(table, {}))
-    writer = SinkWriter(_Tables(), files, metrics(), flush_bytes=1024, ledger=ledger,  # type: ignore[arg-type]
+    writer = SinkWriter(_Tables(), files, metrics(), flush_bytes=1024, ledger=ledger,
                         parallelism=parallelism)
     return writer, ledger
 
@@ -179,7 +179,7 @@ def test_many_tables_are_written_in_as_many_jobs_as_the_parallelism() -> None:
 
 def test_shares_split_tables_by_bytes_and_never_make_an_empty_job() -> None:
     def drained(table: str, nbytes: int) -> Drained:
-        return Drained(table, pa.table({"id": pa.array([], pa.int64())}), 0, nbytes, None, {}, None, None)  # type: ignore[arg-type]
+        return Drained(table, pa.table({"id": pa.array([], pa.int64())}), 0, nbytes, None, {}, None, None)
 
     big, *small = [drained("db.big", 900), *(drained(f"db.s{i}", 100) for i in range(9))]
     groups = shares([big, *small], 2)
