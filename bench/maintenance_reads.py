@@ -42,7 +42,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tabletopic.commit.table_committer import CommitResult, TableCommitter
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.demo.lake_servers import duckdb_offline
@@ -54,6 +53,7 @@ from tabletopic.write.file_writer import FileWriter
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.spark_session import SparkRuntime
 from tabletopic.write.table_actions import TableActions
+from tabletopic.write.table_committer import CommitResult, TableCommitter
 from upsert_vs_append import rows, write
 
 CHECKPOINTS = (1, 10, 50, 200)

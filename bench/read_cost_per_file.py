@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 
-from tabletopic.commit.table_committer import TableCommitter
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.maintain.commit_positions import CommitPositions
@@ -40,6 +39,7 @@ from tabletopic.write.file_writer import FileWriter
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.spark_session import SparkRuntime
 from tabletopic.write.table_actions import TableActions
+from tabletopic.write.table_committer import TableCommitter
 from upsert_vs_append import rows, write
 
 CHECKPOINTS = (0, 1, 2, 5, 10, 20)

@@ -29,13 +29,13 @@ import numpy as np
 import pyarrow as pa
 
 from tabletopic.buffer.table_buffer import Drained
-from tabletopic.commit.table_committer import CommitResult, TableCommitter
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.convert.records import UPSERT
 from tabletopic.write.file_writer import FileWriter
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.spark_session import SparkRuntime
+from tabletopic.write.table_committer import CommitResult, TableCommitter
 
 BATCH = 100_000
 TURNS = 3

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from tabletopic.commit.table_committer import CommitFailed, CommitResult, TableCommitter
 from tabletopic.connectors import parts
 from tabletopic.offsets.source_offsets import Recorded, offsets_key, round_start_key
 from tabletopic.task.sink_task import SinkTask
 from tabletopic.write.spark_session import SparkRuntime
+from tabletopic.write.table_committer import CommitFailed, CommitResult, TableCommitter
 from tests.support import (
     DaemonProcess,
     Warehouse,

@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from tabletopic.commit.table_committer import TableCommitter
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.core import exit_codes
 from tabletopic.demo.broker import free_port
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.spark_session import SparkRuntime
+from tabletopic.write.table_committer import TableCommitter
 from tests.support import (
     ROOT,
     DaemonProcess,
@@ -148,7 +148,7 @@ def test_a_failed_write_reads_its_records_again(bootstrap: str, spark: SparkRunt
 
 
 def test_a_coordinator_of_an_older_generation_is_refused(spark: SparkRuntime, warehouse: Warehouse) -> None:
-    from tabletopic.commit.table_committer import CommitFenced
+    from tabletopic.write.table_committer import CommitFenced
 
     table = "life.epochs"
     warehouse.sql(f"CREATE TABLE {{c}}.{table} (id bigint) USING iceberg")

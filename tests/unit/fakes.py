@@ -10,9 +10,9 @@ from prometheus_client import CollectorRegistry
 
 from tabletopic.commit.events import Answer, Message
 from tabletopic.commit.table_commits import RoundOutcome
-from tabletopic.commit.table_committer import CommitFailed, CommitFenced
 from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.observe.metrics import SinkMetrics
+from tabletopic.write.table_committer import CommitFailed, CommitFenced
 from tabletopic.write.write_result import TableFiles, WriteResult
 
 TP0, TP1 = ("t", 0), ("t", 1)

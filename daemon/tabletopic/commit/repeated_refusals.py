@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from tabletopic.commit.table_committer import CommitFailed, CommitFenced
 from tabletopic.write.java_errors import JavaErrorKind
+from tabletopic.write.table_committer import CommitFailed, CommitFenced
 
 # How Iceberg refuses a commit; a catalog or storage outage is of another kind.
 _REFUSALS = (JavaErrorKind.REFUSED, JavaErrorKind.VALIDATION)

@@ -5,32 +5,32 @@ through its own commits; :meth:`reset` forgets them when another coordinator may
 have committed.  A round's tables are committed in parallel, up to
 ``iceberg.control.commit.threads``, each in one snapshot holding its files and
 the round's offsets of the partitions that feed it (see
-:mod:`tabletopic.commit.table_committer` and :mod:`tabletopic.route.table_feeds`).
+:mod:`tabletopic.write.table_committer` and :mod:`tabletopic.route.table_feeds`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
+import pyarrow as pa
 import structlog
 
 from tabletopic.commit.commit_state import clean_after
 from tabletopic.commit.events import Answer
-from tabletopic.commit.table_committer import CommitFailed, CommitFenced, CommitResult, TableCommitter
 from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.observe.metrics import SinkMetrics
+from tabletopic.offsets.source_offsets import Recorded
 from tabletopic.offsets.table_scope import TableScope, unrecorded
 from tabletopic.route.table_feeds import TableFeeds
-from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.java_errors import JAVA_ERRORS, classify, describe, java_error_message
-from tabletopic.write.table_handle import CATALOG_ERRORS, TableError
+from tabletopic.write.table_committer import CommitFailed, CommitFenced, CommitResult
+from tabletopic.write.table_handle import CATALOG_ERRORS, TableError, TableHandle
 from tabletopic.write.write_result import TableFiles
 
 log = structlog.get_logger(__name__)
@@ -50,13 +50,39 @@ class RoundOutcome:
         return not self.fenced and not self.failed
 
 
+class CommitTables(Protocol):
+    """What the commits need of the connector's tables (:class:`~tabletopic.write.iceberg_tables.IcebergTables`).
+    Called on the commit and read pools."""
+
+    def known(self) -> list[str]: ...
+
+    def get(self, name: str, sample: pa.Schema | None = None) -> TableHandle: ...
+
+    def recorded(self, name: str, group_id: str) -> Recorded: ...
+
+    def java_tables(self) -> Any: ...
+
+
+class Committer(Protocol):
+    """One table's commit, and the check of an answer's files
+    (:class:`~tabletopic.write.table_committer.TableCommitter`)."""
+
+    def commit(self, handle: TableHandle, files: list[dict[str, Any]] | None, positions: dict[TopicPartition, int],
+               expected: dict[TopicPartition, int], max_timestamp_ms: int | None, epoch: int = -1,
+               round_start: dict[TopicPartition, int] | None = None, scope: TableScope | None = None,
+               task: str = "", valid_through_ms: int | None = None) -> CommitResult: ...
+
+    def invalid_files(self, java_tables: Any, files: dict[str, list[dict[str, Any]]],
+                      load: Callable[[str], TableHandle]) -> str | None: ...
+
+
 class TableCommits:
     """What the coordinator commits and reads of its tables. Runs on the event loop; the commits run on
     its commit pool (one table a thread) and the reads on its read pool (:meth:`off_loop`), never both
     on one table's state at once: the coordinator's round lock keeps them apart.
     """
 
-    def __init__(self, tables: IcebergTables, committer: TableCommitter, metrics: SinkMetrics, group_id: str,
+    def __init__(self, tables: CommitTables, committer: Committer, metrics: SinkMetrics, group_id: str,
                  static_tables: list[str], refresh_rounds: int, timeout_s: float, threads: int,
                  feeds: TableFeeds) -> None:
         self._log = log.bind(connector=metrics.connector)
@@ -119,22 +145,8 @@ class TableCommits:
         The loaded tables are checked in one py4j call; a table released meanwhile is loaded and
         checked on its own.
         """
-        helper = self._tables.spark.java_class("tabletopic.ContentFiles")
-        try:
-            report = json.loads(helper.invalidFiles(self._tables.java_tables(),
-                                                    json.dumps({t: f.files for t, f in answer.tables.items()})))
-        except JAVA_ERRORS as exc:
-            return f"files cannot be read: {java_error_message(exc)}"
-        if report["invalid"] is not None:
-            return str(report["invalid"])
-        for table in report["unchecked"]:
-            try:
-                helper.filesFromJson(self._tables.get(table).java, json.dumps(answer.tables[table].files))
-            except JAVA_ERRORS as exc:
-                return f"files for {table} cannot be read: {java_error_message(exc)}"
-            except Exception as exc:  # the table cannot be loaded: a system failure, judged as one
-                return f"table {table} cannot be loaded: {exc}"
-        return None
+        return self._committer.invalid_files(self._tables.java_tables(),
+                                             {t: f.files for t, f in answer.tables.items()}, self._tables.get)
 
     # -- committing -------------------------------------------------------------------------------
     async def commit(self, positions: dict[TopicPartition, int], starts: dict[TopicPartition, int],

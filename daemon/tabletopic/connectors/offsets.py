@@ -22,7 +22,6 @@ from aiokafka import TopicPartition as KafkaTP
 from aiokafka.errors import KafkaError
 from aiokafka.protocol.admin import DeleteGroupsRequest
 
-from tabletopic.commit.table_committer import TableCommitter
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.consume.faust_aiokafka import admin_request
 from tabletopic.core.topic_partition import TopicPartition
@@ -32,6 +31,7 @@ from tabletopic.offsets.source_offsets import Recorded
 from tabletopic.task.start_positions import table_reader
 from tabletopic.write.iceberg_tables import IcebergTables
 from tabletopic.write.spark_session import SparkRuntime
+from tabletopic.write.table_committer import TableCommitter
 
 # A partition to an offset, or to None: forget it (it starts where auto.offset.reset says).
 OffsetChanges = Mapping[TopicPartition, int | None]

@@ -12,8 +12,8 @@ from tabletopic.commit.coordinator import Coordinator
 from tabletopic.commit.events import Start, Verdict
 from tabletopic.commit.maintenance_runs import MaintenanceRuns
 from tabletopic.commit.repeated_refusals import CommitRefused
-from tabletopic.commit.table_committer import CommitFailed
 from tabletopic.write.java_errors import JavaErrorKind
+from tabletopic.write.table_committer import CommitFailed
 from tabletopic.write.write_result import TableFiles
 from tests.unit.fakes import TP0, TP1, FakeChannel, FakeTables, answer, files, metrics, run, settle
 

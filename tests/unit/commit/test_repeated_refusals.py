@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tabletopic.commit.repeated_refusals import RepeatedRefusals
-from tabletopic.commit.table_committer import CommitFailed, CommitFenced
 from tabletopic.write.java_errors import JavaErrorKind
+from tabletopic.write.table_committer import CommitFailed, CommitFenced
 
 REFUSED, VALIDATION, CONFLICT_KIND = JavaErrorKind.REFUSED, JavaErrorKind.VALIDATION, JavaErrorKind.CONFLICT
 DVS = "commit to table db.t failed: java.lang.IllegalArgumentException: Must use DVs for position deletes in V3: /w/{}"
