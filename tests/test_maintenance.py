@@ -499,6 +499,43 @@ def test_a_compaction_for_deletes_on_a_v3_table_rewrites_the_files_carrying_vect
     assert sorted(r["id"] for r in warehouse.rows(name, "id")) == [i for i in range(8_000) if i % 1000 != 7]
 
 
+def test_a_compaction_leaves_a_file_past_a_quarter_of_the_target_alone(warehouse: Warehouse) -> None:
+    """What a compaction wrote is not rewritten at the next look once it passed a quarter of the target
+    file size. With Spark's own bound (75%), each look rewrote the partition's earlier output with its
+    new files: ever more bytes each time, until the looks outlasted their interval."""
+    name = f"tier.{unique('files')}"
+    warehouse.sql(f"CREATE TABLE {{c}}.{name} (id bigint NOT NULL, s string) USING iceberg "
+                  "TBLPROPERTIES ('format-version'='2')")
+    session = warehouse.spark.session
+    # An earlier compaction's output: one file of random text, which does not compress.
+    session.range(0, 20_000).selectExpr("id", "uuid() AS s").coalesce(1) \
+        .writeTo(f"{warehouse.catalog}.{name}").append()
+    table = warehouse.table(name)
+    table.refresh()
+    (earlier,) = [(str(f["path"]), int(f["size"])) for f in
+                  warehouse.sql(f"SELECT file_path AS path, file_size_in_bytes AS size FROM {{c}}.{name}.files")]
+    # The target puts that file between a quarter and three quarters of it: small to Spark, not to the sink.
+    warehouse.sql(f"ALTER TABLE {{c}}.{name} SET TBLPROPERTIES ('write.target-file-size-bytes'='{2 * earlier[1]}')")
+    for start in range(20_000, 20_600, 100):  # six new small files, as commits leave them
+        session.range(start, start + 100).selectExpr("id", "uuid() AS s").coalesce(1) \
+            .writeTo(f"{warehouse.catalog}.{name}").append()
+    actions = TableActions(warehouse.spark, table)
+    settings = MaintenanceSettings(mode="auto", interval_s=0, conversion="commit", commit_max_rows=0,
+                                   min_input_files=5, cheap_rewrite_bytes=0, delete_files=100, max_group_bytes=1 << 28,
+                                   snapshot_age_s=3600, retain_last=2, max_snapshots=200, orphan_age_s=86400,
+                                   orphan_interval_s=86400, max_manifests=50)
+    before = stats_from_java(actions)
+    assert before.small_file_bytes == earlier[1] // 2 and before.most_small_files_in_partition == 6, before.describe()
+    plan = plan_maintenance(before, settings, int(time.time() * 1000), orphans_due=False)
+    assert plan.compact is not None, plan.describe()
+
+    report = run_plan(actions, name, plan, before, settings, "test")
+    assert report.rewritten_files == 6, report
+    paths = {str(r["path"]) for r in warehouse.sql(f"SELECT file_path AS path FROM {{c}}.{name}.files")}
+    assert earlier[0] in paths and len(paths) == 2
+    assert sorted(r["id"] for r in warehouse.rows(name, "id")) == list(range(20_600))
+
+
 def start_seeded(bootstrap: str, warehouse: Warehouse, tmp_path: Path, topic: str, connector: dict[str, str],
                  model: Model) -> tuple[DaemonProcess, str, Model]:
     """A daemon running ``connector``, once the table holds every key of ``model``: it, its group, the model."""

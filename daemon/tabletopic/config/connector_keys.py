@@ -259,8 +259,10 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "path, about 0.1 s per 200,000 rows on one core. When those files hold more, the commit carries "
         "equality deletes, which the next round converts.", minimum=0),
     Key("tabletopic.maintenance.compaction.min-input-files", KeyType.INT, 10,
-        "Compact a partition once it holds this many data files smaller than the target file size "
-        "(write.target-file-size-bytes).", minimum=2),
+        "Compact a partition once it holds this many small data files: files under a quarter of the target "
+        "file size (write.target-file-size-bytes; 128 MiB at Iceberg's default of 512 MiB). Compaction "
+        "rewrites those files only, so a file it wrote is not rewritten again at the next look once it has "
+        "grown past the quarter (delete files still make a data file rewritten: see delete-files).", minimum=2),
     Key("tabletopic.maintenance.compaction.cheap-rewrite-bytes", KeyType.LONG, 64 * 1024 * 1024,
         "Compact every partition holding two or more small data files, whatever min-input-files says, while "
         "those files hold at most this many bytes in all: rewriting that little costs less than every reader "

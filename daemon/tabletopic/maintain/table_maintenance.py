@@ -124,6 +124,8 @@ def run_plan(actions: TableActions, name: str, plan: MaintenancePlan, before: Ta
         step("compact")
         compaction = actions.compact({
             "min-input-files": str(plan.compact_min_input_files or settings.min_input_files),
+            # The files the census counted as small, and no others: a file it did not count is left alone.
+            "min-file-size-bytes": str(before.small_file_bytes),
             "delete-file-threshold": str(_delete_file_threshold(actions, settings)),
             # Why: see the module's docstring; it is Iceberg's default, stated so nobody turns it off.
             "use-starting-sequence-number": "true",

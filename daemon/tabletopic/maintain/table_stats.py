@@ -17,7 +17,10 @@ from tabletopic.write.table_actions import TableActions
 # In the summary of every snapshot the connector's maintenance makes: what tells its rewrites from others'.
 MAINTAINED_BY_KEY = "tabletopic.maintained-by"
 DEFAULT_TARGET_FILE_BYTES = 512 * 1024 * 1024  # Iceberg's write.target-file-size-bytes default
-SMALL_FRACTION = 0.75  # Spark's rewrite treats files under 75% of the target as too small
+# A data file under a quarter of the target is small: compaction rewrites it, and counts it toward
+# min-input-files. Spark's own bound is 75%: with it, each compaction's output under 384 MiB was small
+# again, so every look rewrote the partition's earlier output with its new files, ever more bytes.
+SMALL_FRACTION = 0.25
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,8 @@ class TableStats:
     # The bytes of the small data files of the partitions holding two or more: what a compaction
     # taking any two small files would rewrite.
     paired_small_bytes: int = 0
+    # Under this many bytes a data file counted as small; the compaction rewrites only such files.
+    small_file_bytes: int = int(DEFAULT_TARGET_FILE_BYTES * SMALL_FRACTION)
 
     def describe(self) -> str:
         return (f"{self.data_files} data files ({self.most_files_in_partition} in the fullest partition, "
@@ -74,7 +79,8 @@ def _foreign_rewrite(operation: Any, keys: Any) -> bool:
 def stats_from_java(actions: TableActions) -> TableStats:
     """The figures of the table ``actions`` maintains, refreshed, through the JVM."""
     facts = actions.facts()
-    census = actions.census(small_file_bytes(facts.properties))
+    small = small_file_bytes(facts.properties)
+    census = actions.census(small)
     snapshots = tuple(SnapshotInfo(s.snapshot_id, s.parent_id, s.timestamp_ms, _groups(s.summary_keys),
                                    _foreign_rewrite(s.operation, s.summary_keys))
                       for s in facts.snapshots)
@@ -83,7 +89,7 @@ def stats_from_java(actions: TableActions) -> TableStats:
                       census.most_small_files_in_partition, census.manifests, census.most_deletes_per_file,
                       facts.total_records, facts.total_bytes, snapshots,
                       tuple([main] if main is not None else []) + tuple(h for h in facts.branch_heads if h != main),
-                      census.equality_deletes, census.paired_small_bytes)
+                      census.equality_deletes, census.paired_small_bytes, small)
 
 
 def stats_from_pyiceberg(table: Any) -> TableStats:
@@ -140,4 +146,4 @@ def stats_from_pyiceberg(table: Any) -> TableStats:
                       max(small_data.values(), default=0), len(manifests), most_deletes,
                       int(summary.get("total-records", 0)), int(summary.get("total-files-size", 0)),
                       snapshots, (current.snapshot_id, *heads), equality_deletes,
-                      sum(b for k, b in small_bytes.items() if small_data[k] >= 2))
+                      sum(b for k, b in small_bytes.items() if small_data[k] >= 2), small)
