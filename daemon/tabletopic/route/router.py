@@ -32,15 +32,35 @@ class Routed:
     unrouted: list[int] = field(default_factory=list)  # RawRecords positions left out: no route value
 
 
+@dataclass(frozen=True)
+class RoutingSettings:
+    """The connector's routing keys, as the router uses them."""
+
+    tables: tuple[str, ...]  # iceberg.tables
+    dynamic: bool  # iceberg.tables.dynamic-enabled
+    route_field: str | None  # iceberg.tables.route-field
+    case_insensitive: bool  # iceberg.tables.schema-case-insensitive: the route field is found whatever its case
+    route_regexes: tuple[tuple[str, re.Pattern[str] | None], ...]  # iceberg.table.<t>.route-regex, per table
+    table_topic_namespace: str | None  # Table Topic mode: each topic to its own table in this namespace
+    skip_unroutable: bool  # tabletopic.routing.unroutable=skip
+
+    @classmethod
+    def of(cls, config: ConnectorConfig) -> RoutingSettings:
+        tables = tuple(config.tables or ())
+        return cls(tables, config.dynamic_enabled, config.route_field, config.case_insensitive,
+                   tuple((t, config.table(t).route_regex) for t in tables), config.table_topic_namespace,
+                   config.skip_unroutable)
+
+
 class Router:
-    def __init__(self, config: ConnectorConfig) -> None:
-        self._tables = list(config.tables or [])
-        self._dynamic = config.dynamic_enabled
-        self._path = config.route_field.split(".") if config.route_field else None
-        self._case_insensitive = config.case_insensitive
-        self._regexes = [(t, config.table(t).route_regex) for t in self._tables]
-        self._table_topic = config.table_topic_namespace
-        self._skip_unroutable = config.skip_unroutable
+    def __init__(self, settings: RoutingSettings) -> None:
+        self._tables = list(settings.tables)
+        self._dynamic = settings.dynamic
+        self._path = settings.route_field.split(".") if settings.route_field else None
+        self._case_insensitive = settings.case_insensitive
+        self._regexes = list(settings.route_regexes)
+        self._table_topic = settings.table_topic_namespace
+        self._skip_unroutable = settings.skip_unroutable
 
     def route(self, records: SinkRecords, tombstones: bool = False) -> Routed:
         """Route ``records``; tombstones (key-only rows) without the route field go nowhere.

@@ -23,7 +23,7 @@ from tabletopic.convert.converter import Converter, ConvertResult, load_converte
 from tabletopic.convert.isolation import apply_isolating, convert_isolating
 from tabletopic.convert.key_rows import as_deletes, tombstone_deletes
 from tabletopic.convert.records import RawRecords, SinkRecords, no_columns
-from tabletopic.route.router import Router
+from tabletopic.route.router import Router, RoutingSettings
 from tabletopic.stage.failed_records import RecordFailure
 from tabletopic.transform.chain import TransformChain, TransformError
 
@@ -51,7 +51,7 @@ class Staging:
         self.value_converter: Converter = load_converter(config.value_converter, is_key=False)
         self.key_converter: Converter = load_converter(config.key_converter, is_key=True)
         self.transforms = TransformChain(config.transforms, config.predicates)
-        self.router = Router(config)
+        self.router = Router(RoutingSettings.of(config))
         self._change_kinds: dict[str | None, ChangeKinds] = {}  # by cdc field: keyed tables may differ in it
 
     def stage(self, raw: RawRecords, value_sizes: np.ndarray | None = None,

@@ -8,14 +8,14 @@ import pyarrow as pa
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.convert.records import SinkRecords
-from tabletopic.route.router import Router
+from tabletopic.route.router import Router, RoutingSettings
 
 WORKER = parse_worker({"bootstrap.servers": "127.0.0.1:9"})
 
 
 def router(**props: str) -> Router:
-    return Router(parse_connector({"name": "r", "topics": "t", "iceberg.catalog.type": "hadoop",
-                                   "iceberg.catalog.warehouse": "file:///tmp/w", **props}, WORKER))
+    return Router(RoutingSettings.of(parse_connector({"name": "r", "topics": "t", "iceberg.catalog.type": "hadoop",
+                                                      "iceberg.catalog.warehouse": "file:///tmp/w", **props}, WORKER)))
 
 
 def records(**columns: list) -> SinkRecords:
