@@ -92,7 +92,7 @@ class Commits(threading.Thread):
         self.assigned = threading.Event()
         self.records: dict[str, int] = {APPEND: 0, UPSERT: 0}
         self.rounds: dict[str, list[tuple[float, float]]] = {APPEND: [], UPSERT: []}  # (when, seconds)
-        self.maintained: list[tuple[str, float]] = []  # (table, seconds) of each maintenance run
+        self.maintained: list[tuple[str, float, int]] = []  # (table, seconds, bytes rewritten) of each run
 
     def run(self) -> None:
         assert self.proc.stdout is not None
@@ -105,7 +105,8 @@ class Commits(threading.Thread):
                     self.records[table] += int(event.get("records", 0))
                     self.rounds[table].append((time.monotonic(), float(event.get("round_seconds", 0.0))))
                 elif name == "maintained":
-                    self.maintained.append((str(table), float(event.get("seconds", 0.0))))
+                    self.maintained.append((str(table), float(event.get("seconds", 0.0)),
+                                            int(event.get("rewritten_bytes", 0))))
 
 
 def _gauges(port: int) -> dict[str, float]:
@@ -230,8 +231,11 @@ def _run(args: argparse.Namespace, work: Path, proc: subprocess.Popen[bytes], co
     print(f"\n{args.minutes:g} minutes at {args.rate:,} records/s asked, {produced_rate:,.0f} produced, into "
           f"{APPEND}, and {args.upsert_rate:,} changes/s into {UPSERT}; commit interval {args.interval_ms} ms; "
           f"{len(commits.maintained)} maintenance runs (the longest "
-          f"{max((s for _, s in commits.maintained), default=0):.0f} s); the daemon "
+          f"{max((s for _, s, _ in commits.maintained), default=0):.0f} s); the daemon "
           f"{'alive' if proc.poll() is None else 'EXITED'}")
+    for table in (APPEND, UPSERT):  # whether the looks' cost stays flat or grows with the table
+        runs = [f"{s:.0f} s/{b / 2**20:,.0f} MiB" for t, s, b in commits.maintained if t == table]
+        print(f"maintenance of {table}, each run (seconds/bytes rewritten): {', '.join(runs) or 'none'}")
     judged = [s for s in samples if s["minute"] >= args.minutes - args.judge_minutes]
     quarter = max(1, len(judged) // 4)
     print(f"over the last {args.judge_minutes:g} minutes ({len(judged)} samples): growth per minute (least "
