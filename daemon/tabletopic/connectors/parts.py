@@ -27,7 +27,7 @@ from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.route.table_feeds import TableFeeds
 from tabletopic.stage.failed_records import ErrorSettings, FailedRecords
 from tabletopic.stage.staging import Staging
-from tabletopic.task.sink_task import SinkTask
+from tabletopic.task.sink_task import SinkTask, TaskSettings
 from tabletopic.task.start_positions import StartPositions, StartSettings, table_reader
 from tabletopic.task.system_outages import SystemOutages
 from tabletopic.write.column_conversion import ConversionRules
@@ -96,7 +96,7 @@ def build_sink(config: ConnectorConfig, worker: WorkerConfig, clients: KafkaClie
     start_settings = StartSettings(config.group_id, tuple(config.tables or ()), config.dynamic_enabled)
     starts = StartPositions(start_settings, tables, ledger, writer, read_table,
                             lambda tps: committed_offsets(clients, config.group_id, tps), outages, connector_log, feeds)
-    task = SinkTask(config, metrics, Staging(config), ledger, shaper, writer, starts,
+    task = SinkTask(TaskSettings.of(config), metrics, Staging(config), ledger, shaper, writer, starts,
                     FailedRecords(ErrorSettings.of(config), metrics, clients), outages)
     return SinkParts(tables, task, table_commits, maintainer)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 
 import numpy as np
 import structlog
@@ -43,16 +44,32 @@ log = structlog.get_logger(__name__)
 GroupCommit = Callable[[dict[TopicPartition, int]], None]
 
 
+@dataclass(frozen=True)
+class TaskSettings:
+    """What the sink task needs of the connector's configuration."""
+
+    connector: str
+    route_field: str | None  # iceberg.tables.route-field: named in the unroutable records' reports
+    report_every_s: float  # how often unroutable records are reported: the commit interval
+    skip_missing_tables: bool  # dynamic routing with tabletopic.routing.unroutable=skip, as the Iceberg sink does
+    buffer_max_bytes: int  # tabletopic.buffer.max-bytes
+
+    @classmethod
+    def of(cls, config: ConnectorConfig) -> TaskSettings:
+        return cls(config.name, config.route_field, config.commit_interval_ms / 1000,
+                   config.dynamic_enabled and config.skip_unroutable, config.buffer_max_bytes)
+
+
 class SinkTask:
     """The sink the consumer feeds and the worker role asks to write; its parts are built by the connector's
     runtime (:mod:`tabletopic.connectors.parts`)."""
 
-    def __init__(self, config: ConnectorConfig, metrics: SinkMetrics, staging: Staging, ledger: PartitionLedger,
+    def __init__(self, config: TaskSettings, metrics: SinkMetrics, staging: Staging, ledger: PartitionLedger,
                  shaper: TableShaper, writer: SinkWriter, starts: StartPositions, failed: FailedRecords,
                  outages: SystemOutages) -> None:
         self.config = config
         self.metrics = metrics
-        self.log = log.bind(connector=config.name)
+        self.log = log.bind(connector=config.connector)
         self.staging = staging
         self.ledger = ledger
         self.shaper = shaper
@@ -60,7 +77,7 @@ class SinkTask:
         self.starts = starts
         self.failed = failed
         self.outages = outages
-        self.unroutable = Unroutable(metrics, self.log, config.route_field, config.commit_interval_ms / 1000)
+        self.unroutable = Unroutable(metrics, self.log, config.route_field, config.report_every_s)
         self.assigned: set[TopicPartition] = set()
         self.active_topics: set[str] = set()  # topics records came from: Connect's GET /connectors/{c}/topics
         self._write_lock = asyncio.Lock()
@@ -169,8 +186,8 @@ class SinkTask:
             prepared = apply_isolating(lambda s: self.shaper.prepare(table, s, absent), subset,
                                        lambda row, why: failures.append(RecordFailure("schema", row, why)))
         except TableMissing as exc:
-            if self.config.dynamic_enabled and self.config.skip_unroutable:
-                self.unroutable.no_table(table, len(subset))  # as the Iceberg sink's dynamic routing does
+            if self.config.skip_missing_tables:
+                self.unroutable.no_table(table, len(subset))
             else:
                 failures.extend(RecordFailure("schema", int(r), str(exc)) for r in subset.rows)
             return
