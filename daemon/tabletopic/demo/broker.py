@@ -6,6 +6,7 @@ Used by ``tabletopic demo``, by the tests and by the benches; always on loopback
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -68,9 +69,32 @@ def stop_process(proc: subprocess.Popen[bytes] | None, grace_s: float) -> None:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
+    """A loopback port free now, for a server started next.
+
+    Taken below the kernel's range of ephemeral ports: a port the OS hands out (port 0) is one it may
+    hand out again at once, to any process's next outgoing connection, and a server told to bind to it
+    a moment later then finds it taken (seen with tests starting daemons side by side).
+    """
+    low = _ephemeral_low()
+    start = max(1024, low - 12_000)
+    for _ in range(100 if start < low else 0):
+        port = random.randrange(start, low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as sock:  # that range is crowded: any port the OS picks
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 class EmbeddedBroker:
