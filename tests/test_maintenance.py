@@ -119,6 +119,14 @@ def assert_matches(warehouse: Warehouse, model: Model, what: str) -> None:
     assert duckdb_state(warehouse, TABLE) == model.rows, f"{what}: DuckDB differs from the model"
 
 
+def look_settings(min_input_files: int, delete_files: int) -> MaintenanceSettings:
+    """A look run by hand, that neither expires nor removes anything: which files it compacts is the point."""
+    return MaintenanceSettings(mode="auto", interval_s=0, conversion="commit", commit_max_rows=0,
+                               min_input_files=min_input_files, cheap_rewrite_bytes=0, delete_files=delete_files,
+                               max_group_bytes=1 << 28, snapshot_age_s=3600, retain_last=2, max_snapshots=200,
+                               orphan_age_s=86400, orphan_interval_s=86400, max_manifests=50)
+
+
 def plant_file(directory: Path, name: str, age_s: float) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / name
@@ -138,7 +146,11 @@ def test_long_upsert_run_with_maintenance_matches_the_model(bootstrap: str, ware
     without maintenance, is bench/long_upsert.py."""
     topic = unique("long")
     create_topic(bootstrap, topic, PARTITIONS)
-    connector = upsert_connector(topic, warehouse, **TIGHT)
+    # Commits expire the oldest snapshots once there are more than 17, so the table never holds more
+    # than 17 + 1 + what one look commits before the sink's next commit (a compaction's partial
+    # progress, at most 20, and a conversion): 39, whatever the machine's speed. Looks at every round
+    # expire them too (checked below); how many they leave depends on how long a look takes.
+    connector = upsert_connector(topic, warehouse, **TIGHT, **{"tabletopic.maintenance.snapshots.max-count": "17"})
     batches = 60
     group = f"connect-{connector['name']}"
     model = Model(seed=5, keys=100_000)
@@ -182,8 +194,8 @@ def test_long_upsert_run_with_maintenance_matches_the_model(bootstrap: str, ware
     assert any(e["snapshots_expired"] > 0 for e in maintained)
     # Without maintenance 160 batches left over 150 delete files, 400 data files in a partition and 160
     # snapshots (bench/long_upsert.py), about one of each per batch, so 60 batches would pass each bound;
-    # the bounds follow from the triggers
-    # (6 deletes per file, 5 snapshots kept) plus what the commits of one maintenance run add while it runs.
+    # the files' bounds follow from the triggers (6 deletes per file) plus what the commits of one
+    # maintenance run add while it runs; the snapshots' from max-count (above).
     assert worst["delete_files"] <= 40, worst
     assert worst["most_files_in_partition"] <= 40, worst
     assert worst["snapshots"] <= 40, worst
@@ -483,10 +495,7 @@ def test_a_compaction_for_deletes_on_a_v3_table_rewrites_the_files_carrying_vect
     table = warehouse.table(name)
     actions = TableActions(warehouse.spark, table)
     # Deletes alone can trigger this compaction: no partition has enough small files, none is cheap.
-    settings = MaintenanceSettings(mode="auto", interval_s=0, conversion="commit", commit_max_rows=0,
-                                   min_input_files=100, cheap_rewrite_bytes=0, delete_files=8, max_group_bytes=1 << 28,
-                                   snapshot_age_s=3600, retain_last=2, max_snapshots=200, orphan_age_s=86400,
-                                   orphan_interval_s=86400, max_manifests=50)
+    settings = look_settings(min_input_files=100, delete_files=8)
     before = stats_from_java(actions)
     assert before.delete_files == 8 and before.most_deletes_per_file == 8, before.describe()
     plan = plan_maintenance(before, settings, int(time.time() * 1000), orphans_due=False)
@@ -520,10 +529,7 @@ def test_a_compaction_leaves_a_file_past_a_quarter_of_the_target_alone(warehouse
         session.range(start, start + 100).selectExpr("id", "uuid() AS s").coalesce(1) \
             .writeTo(f"{warehouse.catalog}.{name}").append()
     actions = TableActions(warehouse.spark, table)
-    settings = MaintenanceSettings(mode="auto", interval_s=0, conversion="commit", commit_max_rows=0,
-                                   min_input_files=5, cheap_rewrite_bytes=0, delete_files=100, max_group_bytes=1 << 28,
-                                   snapshot_age_s=3600, retain_last=2, max_snapshots=200, orphan_age_s=86400,
-                                   orphan_interval_s=86400, max_manifests=50)
+    settings = look_settings(min_input_files=5, delete_files=100)
     before = stats_from_java(actions)
     assert before.small_file_bytes == earlier[1] // 2 and before.most_small_files_in_partition == 6, before.describe()
     plan = plan_maintenance(before, settings, int(time.time() * 1000), orphans_due=False)
