@@ -234,7 +234,8 @@ class TableCommitter:
             summary = {offsets_key(self._group_id): encode(offsets), COMMIT_ID_KEY: str(uuid.uuid4()),
                        CONNECTOR_KEY: self._connector}
             props = {property_key(self._group_id, handle.branch): property_value(offsets, -1)}
-            return int(writer.commit(table, handle.branch, self._empty_list(), summary, base, props))
+            # No deletes to resolve: commitWith with none commits the snapshot as it is.
+            return int(writer.commitWith(table, handle.branch, self._empty_list(), None, summary, base, props))
         except JAVA_ERRORS as exc:
             raise CommitFailed(f"cannot set the offsets of table {handle.name}: {java_error_message(exc)}",
                                classify(exc)) from exc

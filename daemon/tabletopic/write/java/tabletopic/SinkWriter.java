@@ -45,17 +45,6 @@ public final class SinkWriter {
 
   private SinkWriter() {}
 
-  /** {@link #commit(Table, String, List, Map, long, Map, long, int)} with equality deletes as they are. */
-  public static long commit(
-      Table table,
-      String branch,
-      List<ContentFile<?>> files,
-      Map<String, String> summary,
-      long baseSnapshotId,
-      Map<String, String> tableProps) {
-    return commitWith(table, branch, files, null, summary, baseSnapshotId, tableProps);
-  }
-
   /**
    * Commits files and summary properties as one snapshot on {@code branch} (null for main).
    *
