@@ -204,9 +204,10 @@ class SparkRuntime:
             builder = builder.config(key, value)
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel(conf.get("spark.log.level", "WARN"))
-        configurator = _jvm_of(session).org.apache.logging.log4j.core.config.Configurator
+        log4j = _jvm_of(session).org.apache.logging.log4j  # each dotted part is a py4j call: resolved once
+        configurator, error = log4j.core.config.Configurator, log4j.Level.ERROR
         for name in _QUIET_JVM_LOGGERS:  # warnings with a stack trace about nothing wrong
-            configurator.setLevel(name, _jvm_of(session).org.apache.logging.log4j.Level.ERROR)
+            configurator.setLevel(name, error)
         log.info("spark session started", master=conf["spark.master"], version=session.version)
         return session
 
