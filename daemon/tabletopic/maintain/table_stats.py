@@ -18,8 +18,8 @@ from tabletopic.write.table_actions import TableActions
 MAINTAINED_BY_KEY = "tabletopic.maintained-by"
 DEFAULT_TARGET_FILE_BYTES = 512 * 1024 * 1024  # Iceberg's write.target-file-size-bytes default
 # A data file under a quarter of the target is small: compaction rewrites it, and counts it toward
-# min-input-files. Spark's own bound is 75%: with it, each compaction's output under 384 MiB was small
-# again, so every look rewrote the partition's earlier output with its new files, ever more bytes.
+# min-input-files. Spark's own bound is 75%: with it, a compaction's output under 384 MiB stays small,
+# and the next look rewrites it again with the new files (tests/test_maintenance.py shows the case).
 SMALL_FRACTION = 0.25
 
 
