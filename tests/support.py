@@ -243,7 +243,7 @@ class Warehouse:
         return out
 
     def offsets(self, table: str, group: str) -> dict[tuple[str, int], int]:
-        from tabletopic.offsets.source_offsets import read_offsets
+        from tabletopic.write.java_snapshots import read_offsets
         if not self.exists(table):
             return {}
         t = self.table(table)

@@ -21,7 +21,7 @@ from tabletopic.demo.broker import free_port
 from tabletopic.maintain.plan import plan_maintenance
 from tabletopic.maintain.table_maintenance import run_plan
 from tabletopic.maintain.table_stats import TableStats, stats_from_java
-from tabletopic.offsets.source_offsets import read_recorded
+from tabletopic.write.java_snapshots import read_recorded
 from tabletopic.write.spark_session import SparkRuntime
 from tabletopic.write.table_actions import TableActions
 from tests.support import (

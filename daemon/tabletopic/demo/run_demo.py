@@ -38,7 +38,7 @@ from tabletopic.demo.sample_data import (
     shop_events,
 )
 from tabletopic.observe.logging_setup import configure_logging
-from tabletopic.offsets.source_offsets import read_offsets
+from tabletopic.offsets.source_offsets import decode, offsets_key
 from tabletopic.route.router import topic_table
 from tabletopic.write.spark_session import SparkRuntime
 
@@ -158,9 +158,10 @@ def run_demo(records: int = 20_000, intervals: int = 3, keep: bool = False, lake
 
 def _show_lake(daemon: Standalone, catalog: str, weed: SeaweedLake) -> None:
     """How to query the table from elsewhere, shown working with DuckDB (no JVM) while the lake still runs."""
-    java = daemon.spark.load_table(catalog, TABLE)
-    files = [str(f.location()) for f in java.currentSnapshot().addedDataFiles(java.io())]
-    print(f"\n== the table lives on S3: {java.location()!s} ({len(files)} data files in the last snapshot)")
+    metadata = _metadata_file(daemon, catalog)
+    last = daemon.spark.activate().sql(f"SELECT summary['added-data-files'] AS files FROM {catalog}.{TABLE}.snapshots "
+                                       "ORDER BY committed_at DESC LIMIT 1").collect()[0].files
+    print(f"\n== the table lives on S3: {metadata.rsplit('/metadata/', 1)[0]} ({last} data files in the last snapshot)")
     print("-- Spark: spark-sql --conf spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog "
           f"--conf spark.sql.catalog.lake.type=rest --conf spark.sql.catalog.lake.uri={weed.rest_uri} "
           f"--conf spark.sql.catalog.lake.warehouse=s3://{weed.warehouse} ... (plus the credential and s3.* keys)")
@@ -183,8 +184,7 @@ def _show_lake(daemon: Standalone, catalog: str, weed: SeaweedLake) -> None:
 
 def _show_hive(daemon: Standalone, catalog: str, hms: HiveMetastore) -> None:
     """How to query the table through the metastore, and DuckDB reading its current metadata file."""
-    java = daemon.spark.load_table(catalog, TABLE)
-    metadata = str(java.operations().current().metadataFileLocation())
+    metadata = _metadata_file(daemon, catalog)
     print(f"\n== the table is registered in the Hive Metastore {hms.uri}; its metadata is {metadata}")
     print("-- Spark: spark-sql --conf spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog "
           f"--conf spark.sql.catalog.lake.type=hive --conf spark.sql.catalog.lake.uri={hms.uri}")
@@ -194,6 +194,12 @@ def _show_hive(daemon: Standalone, catalog: str, hms: HiveMetastore) -> None:
         print(duckdb_offline("avro", "iceberg").execute(sql).fetchall())
     except Exception as exc:  # DuckDB is optional: the dev extra has it
         print(f"   (DuckDB could not run here: {exc})")
+
+
+def _metadata_file(daemon: Standalone, catalog: str) -> str:
+    """The table's current metadata file: the newest entry of its metadata log, which lists the current one too."""
+    return str(daemon.spark.activate().sql(f"SELECT file FROM {catalog}.{TABLE}.metadata_log_entries "
+                                           "ORDER BY timestamp DESC LIMIT 1").collect()[0].file)
 
 
 def _show(daemon: Standalone, catalog: str, group: str, expected: int) -> None:
@@ -209,10 +215,13 @@ def _show(daemon: Standalone, catalog: str, group: str, expected: int) -> None:
                   round(avg(duration_ms)) AS avg_ms FROM {table} GROUP BY page ORDER BY purchases DESC""").show()
     print("-- a few rows")
     spark.sql(f"SELECT * FROM {table} ORDER BY ts DESC LIMIT 5").show(truncate=False)
-    java = daemon.spark.load_table(catalog, TABLE)
-    snapshots = list(java.snapshots())
-    offsets = read_offsets(java, None, group)
-    print(f"-- {len(snapshots)} snapshots; the last one records source offsets "
+    snapshots = spark.sql(f"SELECT count(*) AS n FROM {table}.snapshots").collect()[0].n
+    # What a user reads the sink's progress with: the newest snapshot summary that carries the group's offsets.
+    key = offsets_key(group)
+    marked = spark.sql(f"SELECT summary['{key}'] AS offsets FROM {table}.snapshots "
+                       f"WHERE summary['{key}'] IS NOT NULL ORDER BY committed_at DESC LIMIT 1").collect()
+    offsets = decode(marked[0].offsets) if marked else {}
+    print(f"-- {snapshots} snapshots; the last one records source offsets "
           f"{ {f'{t}[{p}]': o for (t, p), o in sorted(offsets.items())} }")
     if total != expected:
         raise RuntimeError(f"the table has {total} rows but {expected} events were produced")

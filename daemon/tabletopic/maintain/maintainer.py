@@ -27,9 +27,7 @@ from tabletopic.maintain.plan import plan_conversion, plan_maintenance
 from tabletopic.maintain.table_maintenance import MaintenanceReport, MaintenanceStopped, run_plan
 from tabletopic.maintain.table_stats import TableStats, stats_from_java
 from tabletopic.observe.metrics import SinkMetrics
-from tabletopic.offsets.source_offsets import read_recorded
 from tabletopic.write.iceberg_tables import IcebergTables
-from tabletopic.write.table_actions import TableActions
 
 log = structlog.get_logger(__name__)
 POOL = "tabletopic-maintenance"
@@ -120,18 +118,12 @@ class Maintainer:
     def _maintain(self, name: str, epoch: int, look: bool,
                   keep_going: Callable[[], bool]) -> MaintenanceReport | None:
         """A look (every step whose trigger is met) when ``look``, else only the conversion."""
-        spark = self._tables.spark
-        context = spark.activate().sparkContext
-        context.setJobGroup(self._job_group, f"maintenance of {name}", interruptOnCancel=True)
-        context.setLocalProperty("spark.scheduler.pool", POOL)
-        handle = self._tables.get(name)
-        table = handle.java
-        table.refresh()
-        recorded = read_recorded(table, handle.branch, self._group_id)
+        self._tables.spark.join_job_group(self._job_group, f"maintenance of {name}", POOL)
+        recorded = self._tables.recorded(name, self._group_id)  # refreshes the table first
         if recorded.epoch > epoch:
             raise MaintenanceStopped(f"table {name} was committed by coordinator epoch {recorded.epoch}, "
                                      f"newer than {epoch}")
-        actions = TableActions(spark, table)
+        actions = self._tables.actions(name)
         stats = stats_from_java(actions)
         self._observe(name, stats)
         settings = self._table_settings(name)
@@ -203,7 +195,7 @@ class Maintainer:
         """Stop at the next step, and cancel the Spark job under way."""
         self._stopping = True
         with contextlib.suppress(Exception):  # a JVM already gone has nothing to cancel
-            self._tables.spark.session.sparkContext.cancelJobGroup(self._job_group)
+            self._tables.spark.cancel_job_group(self._job_group)
 
     def resume(self) -> None:
         self._stopping = False

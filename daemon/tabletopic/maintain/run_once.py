@@ -44,14 +44,12 @@ def maintain_once(worker: WorkerConfig, config: ConnectorConfig, only: str | Non
         return 0
     from tabletopic.write.iceberg_tables import IcebergTables
     from tabletopic.write.spark_session import SparkRuntime
-    from tabletopic.write.table_actions import TableActions
     spark = SparkRuntime(worker.spark_conf, lake=config.catalog.needs_lake_jars,
                          extra_jars=config.catalog.driver_jars)
     try:
         tables = IcebergTables(spark, config)
         for name in names:
-            table = tables.get(name).java
-            actions = TableActions(spark, table)
+            actions = tables.actions(name)
             stats = stats_from_java(actions)
             settings = config.maintenance_of(name)
             plan = plan_maintenance(stats, settings, now_ms, orphans_due=True)

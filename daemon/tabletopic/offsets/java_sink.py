@@ -16,10 +16,9 @@ offsets, so the group's committed offsets are where reading goes on (see
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from tabletopic.core.topic_partition import TopicPartition
-from tabletopic.offsets.source_offsets import COMMIT_ID_KEY, OFFSETS_KEY_PREFIX
+from tabletopic.offsets.source_offsets import COMMIT_ID_KEY, OFFSETS_KEY_PREFIX, SnapshotView
 
 JAVA_OFFSETS_PREFIX = "kafka.connect.offsets."
 
@@ -28,21 +27,21 @@ class TakeoverError(RuntimeError):
     """The Java sink wrote the table, and nothing says where it stopped reading."""
 
 
-def java_sink_commit(table: Any, branch: str | None, max_walk: int = 1_000) -> str | None:
+def java_sink_commit(view: SnapshotView, branch: str | None, max_walk: int = 1_000) -> str | None:
     """The Java sink's commit id if it made the newest marked snapshot of ``branch``, else None."""
-    ref = table.refs().get(branch or "main")
-    snapshot = table.snapshot(ref.snapshotId()) if ref is not None else None
+    snapshot_id = view.head(branch)
     for _ in range(max_walk):
-        if snapshot is None:
+        if snapshot_id is None:
             return None
-        summary = snapshot.summary()
-        keys = [str(k) for k in summary.keySet()]
+        summary = view.summary(snapshot_id)
+        if summary is None:
+            return None  # expired
+        keys = list(summary)
         if any(k.startswith(OFFSETS_KEY_PREFIX) for k in keys):
             return None  # tabletopic committed since
         if any(k.startswith(JAVA_OFFSETS_PREFIX) for k in keys):
-            return str(summary.get(COMMIT_ID_KEY) or "unknown")
-        parent = snapshot.parentId()
-        snapshot = table.snapshot(parent) if parent is not None else None
+            return summary.get(COMMIT_ID_KEY) or "unknown"
+        snapshot_id = view.parent(snapshot_id)
     return None
 
 

@@ -136,7 +136,7 @@ class StartPositions:
         found = {}
         for name in tables:
             handle = self._tables.get(name)
-            commit = java_sink_commit(handle.java, handle.branch)
+            commit = java_sink_commit(handle.snapshots(), handle.branch)
             if commit is not None:
                 found[name] = commit
         return found

@@ -23,11 +23,13 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from tabletopic.config.connector import ConnectorConfig
-from tabletopic.offsets.source_offsets import Recorded, read_refreshed, tables_recording
+from tabletopic.offsets.source_offsets import Recorded
 from tabletopic.write.column_conversion import ICEBERG_TYPE
 from tabletopic.write.java_errors import JAVA_ERRORS, java_error_message
+from tabletopic.write.java_snapshots import read_refreshed, tables_recording
 from tabletopic.write.parquet_encoding import layouts
 from tabletopic.write.spark_session import SparkRuntime
+from tabletopic.write.table_actions import TableActions
 from tabletopic.write.table_creation import TableCreation
 from tabletopic.write.table_handle import CatalogUnavailable, TableError, TableHandle, TableMissing
 
@@ -244,6 +246,10 @@ class IcebergTables:
         """What table ``name`` records for ``group_id``, read from its newest metadata, a snapshot a py4j call."""
         handle = self.get(name)
         return read_refreshed(handle.java, handle.branch, group_id, self._spark.java_class("tabletopic.TableHeads"))[1]
+
+    def actions(self, name: str) -> TableActions:
+        """Table ``name``'s maintenance: its census, rewrites and expiry, as Spark's actions run them."""
+        return TableActions(self._spark, self.get(name).java)
 
     def try_load(self, name: str) -> TableHandle | None:
         """The table if it exists, without creating it."""

@@ -270,15 +270,20 @@ class SparkRuntime:
         self.java_class("org.apache.spark.sql.SparkSession").setActiveSession(session._jsparkSession)
         return session
 
+    def join_job_group(self, group: str, description: str, pool: str) -> None:
+        """Run the calling thread's next Spark jobs in job ``group`` and fair-scheduler ``pool``, so that
+        :meth:`cancel_job_group` can stop them from another thread."""
+        context = self.activate().sparkContext
+        context.setJobGroup(group, description, interruptOnCancel=True)
+        context.setLocalProperty("spark.scheduler.pool", pool)
+
+    def cancel_job_group(self, group: str) -> None:
+        self.session.sparkContext.cancelJobGroup(group)
+
     def iceberg_catalog(self, name: str) -> Any:
         """The Java ``org.apache.iceberg.catalog.Catalog`` behind Spark catalog ``name``."""
         manager = self.activate()._jsparkSession.sessionState().catalogManager()
         return manager.catalog(name).icebergCatalog()
-
-    def load_table(self, catalog: str, name: str) -> Any:
-        """The Java ``Table`` ``name`` (``namespace.table``) of Spark catalog ``catalog``, loaded now."""
-        identifier = self.java_class("org.apache.iceberg.catalog.TableIdentifier").parse(name)
-        return self.iceberg_catalog(catalog).loadTable(identifier)
 
     def dataframe_from_arrow(self, table: pa.Table) -> DataFrame:
         """Hand an Arrow table to the JVM without going through pandas.

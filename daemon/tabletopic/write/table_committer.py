@@ -32,11 +32,11 @@ from tabletopic.offsets.source_offsets import (
     offsets_key,
     property_key,
     property_value,
-    read_refreshed,
     round_start_key,
 )
 from tabletopic.offsets.table_scope import TableScope
 from tabletopic.write.java_errors import JAVA_ERRORS, JavaErrorKind, classify, java_error_message
+from tabletopic.write.java_snapshots import read_refreshed
 from tabletopic.write.spark_session import SparkRuntime
 from tabletopic.write.table_handle import TableHandle
 

@@ -12,7 +12,9 @@ from typing import Any
 import pyarrow as pa
 
 from tabletopic.convert.isolation import SystemUnavailable
+from tabletopic.offsets.source_offsets import SnapshotView
 from tabletopic.write.java_errors import JAVA_ERRORS
+from tabletopic.write.java_snapshots import JavaSnapshots
 from tabletopic.write.parquet_encoding import ParquetLayout
 
 
@@ -54,3 +56,7 @@ class TableHandle:
     @property
     def keyed(self) -> bool:
         return bool(self.id_columns)
+
+    def snapshots(self) -> SnapshotView:
+        """The table's snapshots and properties as they were last read (a py4j call per read)."""
+        return JavaSnapshots(self.java)

@@ -13,10 +13,9 @@ from tabletopic.offsets.source_offsets import (
     offsets_key,
     property_key,
     property_value,
-    read_recorded,
-    read_refreshed,
     round_start_key,
 )
+from tabletopic.write.java_snapshots import read_recorded, read_refreshed
 
 GROUP = "connect-a"
 
