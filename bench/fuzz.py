@@ -46,7 +46,7 @@ import fastavro
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.convert.records import RawRecords
-from tabletopic.stage.staging import Staging
+from tabletopic.stage.staging import Staging, StagingSettings
 
 BATCH = 64
 DEFAULT_INPUTS = 1_000_000
@@ -336,7 +336,7 @@ def staging_for(case: Case) -> Staging:
              # Staging never opens the catalog, but a connector without one is refused.
              "iceberg.catalog.type": "hadoop", "iceberg.catalog.warehouse": "file:///nonexistent",
              **case.props}
-    return Staging(parse_connector(props, worker))
+    return Staging(StagingSettings.of(parse_connector(props, worker)))
 
 
 # -- the invariant ---------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ from tabletopic.maintain.plan import plan_conversion, plan_maintenance
 from tabletopic.maintain.table_maintenance import run_plan
 from tabletopic.maintain.table_stats import stats_from_java
 from tabletopic.write.file_writer import FileWriter
-from tabletopic.write.iceberg_tables import IcebergTables
+from tabletopic.write.iceberg_tables import IcebergTables, TablesSettings
 from tabletopic.write.spark_session import SparkRuntime
 from tabletopic.write.table_actions import TableActions
 from tabletopic.write.table_committer import CommitResult, TableCommitter
@@ -201,7 +201,7 @@ def main() -> None:
             **{f"tabletopic.maintenance.{key}": str(value) for key, value in overrides.items()},
             "tabletopic.maintenance.equality-deletes.convert": args.convert,
         }, worker)
-        tables = IcebergTables(spark, config)
+        tables = IcebergTables(spark, TablesSettings.of(config))
         # Reads go through a catalog of their own that caches nothing, as a separate reader's would:
         # a caching Spark catalog keeps serving the table object it loaded while the writer and the
         # maintenance commit through another, and a read then measures an old snapshot.

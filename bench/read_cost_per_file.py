@@ -36,7 +36,7 @@ from tabletopic.maintain.plan import plan_maintenance
 from tabletopic.maintain.table_maintenance import run_plan
 from tabletopic.maintain.table_stats import stats_from_java
 from tabletopic.write.file_writer import FileWriter
-from tabletopic.write.iceberg_tables import IcebergTables
+from tabletopic.write.iceberg_tables import IcebergTables, TablesSettings
 from tabletopic.write.spark_session import SparkRuntime
 from tabletopic.write.table_actions import TableActions
 from tabletopic.write.table_committer import TableCommitter
@@ -61,8 +61,9 @@ def main() -> None:
         upsert_config = parse_connector({**base, "iceberg.tables": "b.upsert",
                                          "iceberg.tables.upsert-mode-enabled": "true",
                                          "iceberg.tables.default-id-columns": "id"}, worker)
-        tables = {"b.append": IcebergTables(spark, parse_connector({**base, "iceberg.tables": "b.append"}, worker)),
-                  "b.upsert": IcebergTables(spark, upsert_config)}
+        tables = {"b.append": IcebergTables(spark, TablesSettings.of(
+                      parse_connector({**base, "iceberg.tables": "b.append"}, worker))),
+                  "b.upsert": IcebergTables(spark, TablesSettings.of(upsert_config))}
         # As a separate reader would: a caching catalog keeps serving the table object it loaded first.
         spark.register_catalog("reader", {"type": "hadoop", "warehouse": warehouse, "cache-enabled": "false"})
         writer = FileWriter(spark, {})

@@ -33,7 +33,7 @@ from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.convert.records import UPSERT
 from tabletopic.write.file_writer import FileWriter
-from tabletopic.write.iceberg_tables import IcebergTables
+from tabletopic.write.iceberg_tables import IcebergTables, TablesSettings
 from tabletopic.write.spark_session import SparkRuntime
 from tabletopic.write.table_committer import CommitResult, TableCommitter
 
@@ -89,9 +89,9 @@ def run(spark: SparkRuntime, work: Path, version: str, keys: int) -> None:
             "iceberg.tables.auto-create-enabled": "true", "iceberg.catalog": f"v{version}",
             "iceberg.catalog.type": "hadoop", "iceberg.catalog.warehouse": "file://" + str(work),
             "iceberg.tables.auto-create-props.format-version": version}
-    append_tables = IcebergTables(spark, parse_connector(base, worker))
-    upsert_tables = IcebergTables(spark, parse_connector({**base, "iceberg.tables.upsert-mode-enabled": "true",
-                                                          "iceberg.tables.default-id-columns": "id"}, worker))
+    append_tables = IcebergTables(spark, TablesSettings.of(parse_connector(base, worker)))
+    upsert_tables = IcebergTables(spark, TablesSettings.of(parse_connector(
+        {**base, "iceberg.tables.upsert-mode-enabled": "true", "iceberg.tables.default-id-columns": "id"}, worker)))
     writer = FileWriter(spark, {})
     equality = TableCommitter(spark, "bench", "bench")
     # As the daemon's default commits: the rows of the deleted keys found at commit, up to 5 million read.

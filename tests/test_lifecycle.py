@@ -23,7 +23,7 @@ from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.core import exit_codes
 from tabletopic.demo.broker import free_port
-from tabletopic.write.iceberg_tables import IcebergTables
+from tabletopic.write.iceberg_tables import IcebergTables, TablesSettings
 from tabletopic.write.spark_session import SparkRuntime
 from tabletopic.write.table_committer import TableCommitter
 from tests.support import (
@@ -152,8 +152,8 @@ def test_a_coordinator_of_an_older_generation_is_refused(spark: SparkRuntime, wa
 
     table = "life.epochs"
     warehouse.sql(f"CREATE TABLE {{c}}.{table} (id bigint) USING iceberg")
-    tables = IcebergTables(spark, parse_connector({"name": "epochs", "topics": "t", "iceberg.tables": table,
-                                                   **warehouse.connector_props()}, parse_worker({})))
+    tables = IcebergTables(spark, TablesSettings.of(parse_connector(
+        {"name": "epochs", "topics": "t", "iceberg.tables": table, **warehouse.connector_props()}, parse_worker({}))))
     handle = tables.get(table)
     committer = TableCommitter(spark, "epochs", "connect-epochs")
     committer.commit(handle, None, {("t", 0): 10}, {}, None, epoch=7)

@@ -102,14 +102,14 @@ def test_a_schema_change_that_races_another_commit_is_planned_again(spark: Spark
     from tabletopic.config.connector import parse_connector
     from tabletopic.config.worker import parse_worker
     from tabletopic.convert.records import SinkRecords
-    from tabletopic.write.iceberg_tables import IcebergTables
+    from tabletopic.write.iceberg_tables import IcebergTables, TablesSettings
     from tabletopic.write.table_shaper import TableShaper
 
     config = parse_connector({"name": "race", "topics": "t", "iceberg.tables": "race.t",
                               "iceberg.tables.auto-create-enabled": "true",
                               "iceberg.tables.evolve-schema-enabled": "true", **warehouse.connector_props()},
                              parse_worker({"listeners": ""}))
-    tables = IcebergTables(spark, config)
+    tables = IcebergTables(spark, TablesSettings.of(config))
     handle = tables.get("race.t", pa.schema([pa.field("id", pa.int64())]))
     # Another commit lands after the handle was read (as the coordinator's does): its metadata is stale.
     warehouse.table("race.t").updateProperties().set("touched", "yes").commit()
@@ -135,14 +135,14 @@ def test_opening_tables_makes_every_catalog_call_off_the_event_loop(spark: Spark
     from tabletopic.config.connector import parse_connector
     from tabletopic.config.worker import parse_worker
     from tabletopic.convert.records import DELETE, SinkRecords
-    from tabletopic.write.iceberg_tables import IcebergTables
+    from tabletopic.write.iceberg_tables import IcebergTables, TablesSettings
     from tabletopic.write.table_shaper import TableShaper
 
     config = parse_connector({"name": "loop", "topics": "t", "iceberg.tables": "loop.new,loop.grown,loop.gone",
                               "iceberg.tables.auto-create-enabled": "true",
                               "iceberg.tables.evolve-schema-enabled": "true", **warehouse.connector_props()},
                              parse_worker({"listeners": ""}))
-    tables = IcebergTables(spark, config)
+    tables = IcebergTables(spark, TablesSettings.of(config))
     tables.get("loop.grown", pa.schema([pa.field("id", pa.int64())]))
     shaper = TableShaper(tables, PartitionLedger(lambda _: {}), "loop", False, evolve_schema=True)
     zeros = np.zeros(2, np.int64)

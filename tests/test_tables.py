@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
-from tabletopic.write.iceberg_tables import IcebergTables
+from tabletopic.write.iceberg_tables import IcebergTables, TablesSettings
 from tabletopic.write.spark_session import SparkRuntime
 from tabletopic.write.table_handle import TableError, TableHandle
 from tests.support import Warehouse, connector_props, create_topic, produce, run_in_process, unique, worker_props
@@ -29,7 +29,7 @@ def test_every_partition_transform(spark: SparkRuntime, warehouse: Warehouse) ->
         "iceberg.tables.default-partition-by": partition_by, "iceberg.table.parts.b.partition-by": hourly,
         "iceberg.tables.auto-create-props.write.format.default": "parquet",
         **warehouse.connector_props()}, WORKER)
-    tables = IcebergTables(spark, config)
+    tables = IcebergTables(spark, TablesSettings.of(config))
     a = tables.get("parts.a", SAMPLE).java
     assert [(f.name(), f.transform().toString()) for f in a.spec().fields()] == [
         ("name", "identity"), ("ts_year", "year"), ("day_month", "month"), ("id_bucket", "bucket[16]"),
@@ -48,7 +48,7 @@ def test_loaded_tables_are_bounded_and_a_dropped_one_is_loaded_again(spark: Spar
     config = parse_connector({
         "name": "t", "topics": "t", "iceberg.tables.auto-create-enabled": "true", "iceberg.tables": "lru.a",
         "tabletopic.tables.max-cached": "2", **warehouse.connector_props()}, WORKER)
-    tables = IcebergTables(spark, config)
+    tables = IcebergTables(spark, TablesSettings.of(config))
     a = tables.get("lru.a", SAMPLE)
     assert tables.get("lru.a") is a  # kept
     tables.get("lru.b", SAMPLE)
@@ -66,7 +66,7 @@ def test_tables_unused_for_the_idle_bound_are_released_and_loaded_again(spark: S
     config = parse_connector({
         "name": "t", "topics": "t", "iceberg.tables.auto-create-enabled": "true", "iceberg.tables": "idle.a",
         "tabletopic.tables.idle-release-ms": "60000", **warehouse.connector_props()}, WORKER)
-    tables = IcebergTables(spark, config, clock=lambda: now[0])
+    tables = IcebergTables(spark, TablesSettings.of(config), clock=lambda: now[0])
     a, b, _ = (tables.get(f"idle.{n}", SAMPLE) for n in "abc")
     now[0] = 30.0
     assert tables.get("idle.b") is b  # used again: its idle time starts over
@@ -87,7 +87,7 @@ def test_an_answers_files_are_checked_against_their_tables_in_one_call(spark: Sp
     config = parse_connector({
         "name": "t", "topics": "t", "iceberg.tables.auto-create-enabled": "true", "iceberg.tables": "check.a",
         **warehouse.connector_props()}, WORKER)
-    tables = IcebergTables(spark, config)
+    tables = IcebergTables(spark, TablesSettings.of(config))
     a = tables.get("check.a", SAMPLE)
     tables.get("check.b", SAMPLE)
     tables.forget("check.b")
@@ -111,7 +111,7 @@ def test_threads_opening_tables_at_once_share_each_tables_one_handle(spark: Spar
     config = parse_connector({
         "name": "t", "topics": "t", "iceberg.tables.auto-create-enabled": "true", "iceberg.tables": "many.a",
         **warehouse.connector_props()}, WORKER)
-    tables = IcebergTables(spark, config)
+    tables = IcebergTables(spark, TablesSettings.of(config))
     names = [f"many.t{i % 4}" for i in range(16)]
     start = threading.Barrier(len(names))
 
@@ -131,7 +131,7 @@ def test_partition_by_a_missing_column_names_table_and_column(spark: SparkRuntim
         "name": "t", "topics": "t", "iceberg.tables": "parts.c", "iceberg.tables.auto-create-enabled": "true",
         "iceberg.tables.default-partition-by": "day(created)", **warehouse.connector_props()}, WORKER)
     try:
-        IcebergTables(spark, config).get("parts.c", SAMPLE)
+        IcebergTables(spark, TablesSettings.of(config)).get("parts.c", SAMPLE)
     except TableError as exc:
         assert "parts.c" in str(exc) and "day(created)" in str(exc)
     else:
@@ -234,7 +234,7 @@ def test_arrow_encodes_only_the_tables_it_writes_as_icebergs_writer_does(spark: 
         config = parse_connector({"name": "t", "topics": "t", "iceberg.tables": name,
                                   "iceberg.tables.auto-create-enabled": "true", **props,
                                   **warehouse.connector_props()}, WORKER)
-        return IcebergTables(spark, config).get(name, SAMPLE)
+        return IcebergTables(spark, TablesSettings.of(config)).get(name, SAMPLE)
 
     def layout(name: str, **props: str) -> object:
         return handle(name, **props).parquet

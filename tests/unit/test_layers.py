@@ -48,7 +48,8 @@ def test_no_module_but_the_writer_reaches_into_the_jvm() -> None:
     """py4j's way in is an attribute, not an import: ``x.jvm.org.apache...``, a session's ``_jsparkSession``,
     ``spark.java_class(...)``, a handle's Java table (``handle.java``) or Spark's context would pass the contract.
     Outside ``write/`` the JVM is reached only through the writer's typed calls."""
-    reach = re.compile(r"\bjvm\.|_jsparkSession|\._gateway|\bpy4j\.\w|\.java_class\(|[\w)\]]\.java\b(?![\"'/])|\bsparkContext\b")
+    reach = re.compile(r"\bjvm\.|_jsparkSession|\._gateway|\bpy4j\.\w|\.java_class\("
+                       r"|[\w)\]]\.java\b(?![\"'/])|\bsparkContext\b")
     found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
              for root in (PACKAGE, ROOT / "plugins")
              for path in sorted(root.rglob("*.py")) if "write" not in path.relative_to(root).parts[:1]

@@ -29,7 +29,7 @@ from tabletopic.kafka.clients import KafkaClients
 from tabletopic.offsets.resume import resume_positions
 from tabletopic.offsets.source_offsets import Recorded
 from tabletopic.task.start_positions import table_reader
-from tabletopic.write.iceberg_tables import IcebergTables
+from tabletopic.write.iceberg_tables import IcebergTables, TablesSettings
 from tabletopic.write.spark_session import SparkRuntime
 from tabletopic.write.table_committer import TableCommitter
 
@@ -46,7 +46,7 @@ class TableOffsets:
 
     def __init__(self, spark: SparkRuntime, config: ConnectorConfig) -> None:
         self.config = config
-        self._tables = IcebergTables(spark, config)
+        self._tables = IcebergTables(spark, TablesSettings.of(config))
         self._committer = TableCommitter(spark, config.name, config.group_id)
 
     def close(self) -> None:

@@ -20,19 +20,20 @@ from tabletopic.commit.table_commits import TableCommits
 from tabletopic.config.connector import ConnectorConfig
 from tabletopic.config.worker import WorkerConfig, offset_reset
 from tabletopic.consume.agent import FaustConsumer
+from tabletopic.consume.faust_app import ConsumerSettings
 from tabletopic.consume.group_offsets import committed_offsets
 from tabletopic.kafka.clients import KafkaClients
 from tabletopic.maintain.maintainer import Maintainer
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.route.table_feeds import TableFeeds
 from tabletopic.stage.failed_records import ErrorSettings, FailedRecords
-from tabletopic.stage.staging import Staging
+from tabletopic.stage.staging import Staging, StagingSettings
 from tabletopic.task.sink_task import SinkTask, TaskSettings
 from tabletopic.task.start_positions import StartPositions, StartSettings, table_reader
 from tabletopic.task.system_outages import SystemOutages
 from tabletopic.write.column_conversion import ConversionRules
 from tabletopic.write.file_writer import FileWriter
-from tabletopic.write.iceberg_tables import IcebergTables
+from tabletopic.write.iceberg_tables import IcebergTables, TablesSettings
 from tabletopic.write.sink_writer import SinkWriter
 from tabletopic.write.spark_session import SparkRuntime
 from tabletopic.write.table_committer import TableCommitter
@@ -72,7 +73,7 @@ class ConnectorParts:
 def build_sink(config: ConnectorConfig, worker: WorkerConfig, clients: KafkaClients, spark: SparkRuntime,
                metrics: SinkMetrics) -> SinkParts:
     connector_log = log.bind(connector=config.name)
-    tables = IcebergTables(spark, config)
+    tables = IcebergTables(spark, TablesSettings.of(config))
     read_table = table_reader(tables, config.group_id)
     ledger = PartitionLedger(lambda table: read_table(table).offsets)
     shaper = TableShaper(tables, ledger, config.name, config.case_insensitive, config.evolve_schema,
@@ -96,7 +97,8 @@ def build_sink(config: ConnectorConfig, worker: WorkerConfig, clients: KafkaClie
     start_settings = StartSettings(config.group_id, tuple(config.tables or ()), config.dynamic_enabled)
     starts = StartPositions(start_settings, tables, ledger, writer, read_table,
                             lambda tps: committed_offsets(clients, config.group_id, tps), outages, connector_log, feeds)
-    task = SinkTask(TaskSettings.of(config), metrics, Staging(config), ledger, shaper, writer, starts,
+    staging = Staging(StagingSettings.of(config))
+    task = SinkTask(TaskSettings.of(config), metrics, staging, ledger, shaper, writer, starts,
                     FailedRecords(ErrorSettings.of(config), metrics, clients), outages)
     return SinkParts(tables, task, table_commits, maintainer)
 
@@ -109,5 +111,5 @@ def build_parts(sink: SinkParts, config: ConnectorConfig, worker: WorkerConfig, 
     member = Member(config.name, channel, sink.task, sink.table_commits, metrics, config.commit_interval_ms / 1000,
                     config.commit_timeout_ms / 1000, config.commit_stall_intervals, maintenance=sink.maintainer,
                     max_refusals=config.commit_max_refusals, max_conflicts=config.commit_max_conflicts)
-    consumer = FaustConsumer(config, worker, clients, sink.task, member)
+    consumer = FaustConsumer(ConsumerSettings.of(config, worker), clients, sink.task, member)
     return ConnectorParts(sink, member, consumer)

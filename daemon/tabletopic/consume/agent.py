@@ -20,8 +20,6 @@ import structlog
 from faust.types import TP
 
 from tabletopic.commit.member import Member
-from tabletopic.config.connector import ConnectorConfig
-from tabletopic.config.worker import WorkerConfig
 from tabletopic.consume.batch_fetch import Fetch
 from tabletopic.consume.continuity import STALE
 from tabletopic.consume.faust_aiokafka import (
@@ -31,7 +29,7 @@ from tabletopic.consume.faust_aiokafka import (
     paused_partitions,
     set_resubscribe_delay,
 )
-from tabletopic.consume.faust_app import faust_app
+from tabletopic.consume.faust_app import ConsumerSettings, faust_app
 from tabletopic.consume.group_offsets import GroupOffsetCommits, report_lag
 from tabletopic.consume.take import RecordTaking, fetch_bytes
 from tabletopic.consume.topic_watch import TopicWatch
@@ -55,14 +53,11 @@ class FaustConsumer:
     """The connector's consumer: the Faust app, its agent and its rebalance hooks. Runs on the event loop;
     owns the lag and topic-watch tasks and cancels them at stop."""
 
-    def __init__(self, config: ConnectorConfig, worker: WorkerConfig, clients: KafkaClients, task: SinkTask,
-                 member: Member) -> None:
-        self.config = config
-        self.worker_config = worker
+    def __init__(self, settings: ConsumerSettings, clients: KafkaClients, task: SinkTask, member: Member) -> None:
         self.clients = clients
         self.task = task
         self.member = member
-        self.log = log.bind(connector=config.name)
+        self.log = log.bind(connector=settings.name)
         self.fatal: BaseException | None = None
         self.failed = asyncio.Event()
         self._draining = False
@@ -73,7 +68,7 @@ class FaustConsumer:
         # Faust makes its data directory at start even for in-memory tables: left to itself, it makes
         # <group>-data in the working directory of every process. Nothing in it outlives the consumer.
         self._datadir = tempfile.TemporaryDirectory(prefix=scratch_files.prefix("faust"))
-        self.app = faust_app(config, worker, clients, self._datadir.name)
+        self.app = faust_app(settings, clients, self._datadir.name)
         self._records = RecordTaking(self.app, task.ledger, self.log)
         self._topic_kwargs: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw",
                                               "value_serializer": "raw", "acks": False}
@@ -82,23 +77,22 @@ class FaustConsumer:
         # agent in per-partition batches through an in-memory channel (see batch_fetch.py).
         self.subscribed: set[str] = set()
         self._watch: TopicWatch | None = None
-        if config.topics_regex is not None:
-            overrides = {**worker.consumer_props, **config.consumer_overrides}
-            refresh_ms = int(overrides.get("metadata.max.age.ms", min(config.commit_interval_ms, 300_000)))
-            self._watch = TopicWatch(clients, config.topics_regex, max(1.0, refresh_ms / 1000))
+        if settings.topics_regex is not None:
+            self._watch = TopicWatch(clients, settings.topics_regex, max(1.0, settings.topic_refresh_ms / 1000))
             # A topic found by the watch should be read within its interval, not after Faust's 45 s.
             set_resubscribe_delay(self.app, 1.0)
         else:
-            self._subscribe(config.topics or [])
+            self._subscribe(list(settings.topics))
         self.batches = self.app.channel(maxsize=4)
         self.waiting_bytes = 0  # values and keys fetched and not yet taken: they count toward buffer.max-bytes
         self._waiting: collections.deque[int] = collections.deque()  # each waiting fetch's bytes, in channel order
         self._memory_paused: set[TP] = set()  # partitions paused here because the buffers are full
-        self.app.fetch_sizes = FetchSizes(config.fetch_min_bytes, config.fetch_max_wait_ms, config.isolation_level)
+        self.app.fetch_sizes = FetchSizes(settings.fetch_min_bytes, settings.fetch_max_wait_ms,
+                                          settings.isolation_level)
         self.app.deliver_batch = self._deliver
         self.app.on_drained = lambda wall, cpu: task.metrics.add_stage("fetch", wall, cpu)
         self.app.on_fetch_failed = self._fetch_failed
-        self.app.agent(self.batches, name=f"tabletopic-{config.name}")(self._consume)
+        self.app.agent(self.batches, name=f"tabletopic-{settings.name}")(self._consume)
         # Faust's stub asks for handlers of (sender, *args); it calls them (sender, partitions, signal=...).
         self.app.on_partitions_assigned.connect(self._on_assigned)  # type: ignore[arg-type]
         self.app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]

@@ -42,12 +42,12 @@ def maintain_once(worker: WorkerConfig, config: ConnectorConfig, only: str | Non
             if plan.remove_orphans:
                 say("  (orphan files are found by listing storage, which only a real run does)")
         return 0
-    from tabletopic.write.iceberg_tables import IcebergTables
+    from tabletopic.write.iceberg_tables import IcebergTables, TablesSettings
     from tabletopic.write.spark_session import SparkRuntime
     spark = SparkRuntime(worker.spark_conf, lake=config.catalog.needs_lake_jars,
                          extra_jars=config.catalog.driver_jars)
     try:
-        tables = IcebergTables(spark, config)
+        tables = IcebergTables(spark, TablesSettings.of(config))
         for name in names:
             actions = tables.actions(name)
             stats = stats_from_java(actions)

@@ -17,7 +17,8 @@ from typing import cast
 
 import numpy as np
 
-from tabletopic.config.connector import ConnectorConfig
+from tabletopic.config.connector import ConnectorConfig, TableConfig
+from tabletopic.config.plugin_specs import PluginSpec
 from tabletopic.convert.change_kind import ChangeKinds
 from tabletopic.convert.converter import Converter, ConvertResult, load_converter
 from tabletopic.convert.isolation import apply_isolating, convert_isolating
@@ -45,13 +46,36 @@ def payload_sizes(payloads: list[bytes | None]) -> np.ndarray:
     return np.fromiter((len(p) if p is not None else 0 for p in payloads), dtype=np.int64, count=len(payloads))
 
 
+@dataclass(frozen=True)
+class StagingSettings:
+    """The connector's keys that staging reads."""
+
+    key_converter: PluginSpec  # key.converter and its key.converter.* keys
+    value_converter: PluginSpec  # value.converter and its value.converter.* keys
+    transforms: tuple[PluginSpec, ...]  # transforms, in order
+    predicates: tuple[PluginSpec, ...]  # predicates
+    routing: RoutingSettings
+    may_key: bool  # some table may be keyed (upsert, cdc-field, or a table's own keys): tombstones become deletes
+    max_value_bytes: int  # tabletopic.input.max-value-bytes
+    case_insensitive: bool  # iceberg.tables.schema-case-insensitive: a change field is found whatever its case
+    # iceberg.table.<t>.*: whether a table is keyed, and by which change field. Not in the repr: a bound
+    # method's repr is its whole config's.
+    table: Callable[[str], TableConfig] = field(repr=False)
+
+    @classmethod
+    def of(cls, config: ConnectorConfig) -> StagingSettings:
+        return cls(config.key_converter, config.value_converter, tuple(config.transforms),
+                   tuple(config.predicates), RoutingSettings.of(config), config.may_key, config.max_value_bytes,
+                   config.case_insensitive, config.table)
+
+
 class Staging:
-    def __init__(self, config: ConnectorConfig) -> None:
-        self.config = config
-        self.value_converter: Converter = load_converter(config.value_converter, is_key=False)
-        self.key_converter: Converter = load_converter(config.key_converter, is_key=True)
-        self.transforms = TransformChain(config.transforms, config.predicates)
-        self.router = Router(RoutingSettings.of(config))
+    def __init__(self, settings: StagingSettings) -> None:
+        self._settings = settings
+        self.value_converter: Converter = load_converter(settings.value_converter, is_key=False)
+        self.key_converter: Converter = load_converter(settings.key_converter, is_key=True)
+        self.transforms = TransformChain(settings.transforms, settings.predicates)
+        self.router = Router(settings.routing)
         self._change_kinds: dict[str | None, ChangeKinds] = {}  # by cdc field: keyed tables may differ in it
 
     def stage(self, raw: RawRecords, value_sizes: np.ndarray | None = None,
@@ -78,7 +102,7 @@ class Staging:
                     continue
             keyed = []
             for records in pieces:
-                if records.tombstone and records.key is None and self.config.may_key and len(records):
+                if records.tombstone and records.key is None and self._settings.may_key and len(records):
                     # A transform made these null (ExtractNewRecordState's deletes): their keys delete.
                     keyed.extend(self._with_keys(records, raw, failures))
                 else:
@@ -87,7 +111,7 @@ class Staging:
                 if not len(records):
                     continue
                 if records.tombstone:
-                    if not self.config.may_key:
+                    if not self._settings.may_key:
                         continue  # a null value carries nothing for an append table
                     deletes = as_deletes(records)
                     if isinstance(deletes, str):
@@ -104,7 +128,7 @@ class Staging:
 
     def _too_large(self, value_sizes: np.ndarray, key_sizes: np.ndarray) -> list[RecordFailure]:
         """Records whose key or value no converter may see: over tabletopic.input.max-value-bytes."""
-        limit = self.config.max_value_bytes
+        limit = self._settings.max_value_bytes
         return [RecordFailure("convert", int(i), f"{what} of {int(sizes[i]):,} bytes is over "
                               f"tabletopic.input.max-value-bytes ({limit:,}); it was not parsed")
                 for what, sizes in (("value", value_sizes), ("key", key_sizes))
@@ -140,7 +164,7 @@ class Staging:
                 records = SinkRecords(raw.topic, raw.partition, part.table, offsets[rows], stamps[rows], rows,
                                       schemaless=part.schemaless, primitive=part.primitive)
                 out.extend(self._with_keys(records, raw, failures) if self.transforms.needs_key else [records])
-        absent = sorted(tombstones) if self.config.may_key else []
+        absent = sorted(tombstones) if self._settings.may_key else []
         if absent:
             # After the values: they may create the table these deletes apply to. The buffer
             # orders rows by offset again before the last change per key is chosen.
@@ -178,7 +202,7 @@ class Staging:
     def _changes(self, table: str, records: SinkRecords, failures: list[RecordFailure]) -> list[SinkRecords]:
         """What ``records`` change in ``table``: appended rows, or, when the table is keyed (its own
         upsert and cdc-field keys, or the connector's), upserts and deletes by its id columns."""
-        settings = self.config.table(table)
+        settings = self._settings.table(table)
         if records.tombstone:
             # A tombstone deletes its key from a keyed table; in an append table it carries nothing.
             return [records] if settings.keyed else []
@@ -187,7 +211,7 @@ class Staging:
         kinds = self._change_kinds.get(settings.cdc_field)
         if kinds is None:
             kinds = self._change_kinds[settings.cdc_field] = ChangeKinds(settings.cdc_field,
-                                                                         self.config.case_insensitive)
+                                                                         self._settings.case_insensitive)
         classified = apply_isolating(kinds.classify, records,
                                      lambda row, why: failures.append(RecordFailure("transform", row, why)))
         failures.extend(RecordFailure("transform", f.index, f.reason) for _, fs in classified for f in fs)

@@ -13,8 +13,9 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -22,7 +23,7 @@ import structlog
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from tabletopic.config.connector import ConnectorConfig
+from tabletopic.config.connector import ConnectorConfig, TableConfig
 from tabletopic.offsets.source_offsets import Recorded
 from tabletopic.write.column_conversion import ICEBERG_TYPE
 from tabletopic.write.java_errors import JAVA_ERRORS, java_error_message
@@ -30,20 +31,43 @@ from tabletopic.write.java_snapshots import read_refreshed, tables_recording
 from tabletopic.write.parquet_encoding import layouts
 from tabletopic.write.spark_session import SparkRuntime
 from tabletopic.write.table_actions import TableActions
-from tabletopic.write.table_creation import TableCreation
+from tabletopic.write.table_creation import CreationSettings, TableCreation
 from tabletopic.write.table_handle import CatalogUnavailable, TableError, TableHandle, TableMissing
 
 log = structlog.get_logger(__name__)
 
+@dataclass(frozen=True)
+class TablesSettings:
+    """The connector's keys that its tables' cache reads."""
+
+    catalog_name: str  # iceberg.catalog
+    catalog_props: Mapping[str, str] = field(repr=False)  # iceberg.catalog.*, as Iceberg gets them: secrets too
+    auto_create: bool  # iceberg.tables.auto-create-enabled
+    parquet_encoder: str  # tabletopic.write.parquet-encoder
+    write_props: Mapping[str, str]  # iceberg.tables.write-props.*: for the Parquet files Arrow writes itself
+    tables_max_cached: int  # tabletopic.tables.max-cached
+    tables_idle_release_ms: int  # tabletopic.tables.idle-release-ms
+    creation: CreationSettings
+    # iceberg.table.<t>.*: a table's commit branch and keys. Not in the repr: a bound method's repr is its
+    # whole config's.
+    table: Callable[[str], TableConfig] = field(repr=False)
+
+    @classmethod
+    def of(cls, config: ConnectorConfig) -> TablesSettings:
+        return cls(config.catalog_name, dict(config.catalog_props), config.auto_create, config.parquet_encoder,
+                   dict(config.write_props), config.tables_max_cached, config.tables_idle_release_ms,
+                   CreationSettings.of(config), config.table)
+
+
 class IcebergTables:
     """Loads and creates one connector's tables; safe to call from the event loop and the writer thread."""
 
-    def __init__(self, spark: SparkRuntime, config: ConnectorConfig,
+    def __init__(self, spark: SparkRuntime, settings: TablesSettings,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._spark = spark
-        self._config = config
+        self._settings = settings
         self._clock = clock
-        # Loaded tables, least recently used first, at most config.tables_max_cached: with a table per
+        # Loaded tables, least recently used first, at most tables_max_cached: with a table per
         # topic, every table the process ever wrote stayed loaded, its metadata with it.
         self._handles: OrderedDict[str, TableHandle] = OrderedDict()
         self._used_at: dict[str, float] = {}  # per loaded table, when it was last asked for (the clock's time)
@@ -59,14 +83,14 @@ class IcebergTables:
         self._by_name: Any = None
         # Order _mirror's py4j calls for each name (a stripe per name); taken before _lock, never under it.
         self._mirror_locks = [threading.Lock() for _ in range(16)]
-        self._creation = TableCreation(spark, config, self.listing_catalog)
-        spark.register_catalog(config.catalog_name, config.catalog_props)
+        self._creation = TableCreation(spark, settings.creation, self.listing_catalog)
+        spark.register_catalog(settings.catalog_name, settings.catalog_props)
 
     def close(self) -> None:
         """This connector no longer uses its catalog name (a reconfiguration may change its properties)."""
         with self._lock:
             self._java_catalog = None
-        self._spark.release_catalog(self._config.catalog_name)
+        self._spark.release_catalog(self._settings.catalog_name)
 
     @property
     def jvm(self) -> Any:
@@ -81,10 +105,10 @@ class IcebergTables:
             return self._java_catalog
         try:
             with self._lock:
-                self._java_catalog = self._spark.iceberg_catalog(self._config.catalog_name)
+                self._java_catalog = self._spark.iceberg_catalog(self._settings.catalog_name)
                 return self._java_catalog
         except JAVA_ERRORS as exc:
-            raise CatalogUnavailable(f"cannot open Iceberg catalog {self._config.catalog_name!r} "
+            raise CatalogUnavailable(f"cannot open Iceberg catalog {self._settings.catalog_name!r} "
                                      f"({java_error_message(exc)}); check the iceberg.catalog.* keys") from exc
 
     def jvm_catalog(self) -> Any:
@@ -95,9 +119,9 @@ class IcebergTables:
         with self._lock:
             if self._listing is None:
                 session = self._spark.activate()
-                props = {k: v for k, v in self._config.catalog_props.items()}
+                props = {k: v for k, v in self._settings.catalog_props.items()}
                 self._listing = self.jvm.org.apache.iceberg.CatalogUtil.buildIcebergCatalog(
-                    self._config.catalog_name, props, session.sparkContext._jsc.hadoopConfiguration())
+                    self._settings.catalog_name, props, session.sparkContext._jsc.hadoopConfiguration())
             return self._listing
 
     def tables_recording(self, group_id: str, namespace: str | None = None) -> set[str]:
@@ -165,9 +189,9 @@ class IcebergTables:
         try:
             if catalog.tableExists(ident):
                 java = catalog.loadTable(ident)
-            elif self._config.auto_create and sample is not None:
+            elif self._settings.auto_create and sample is not None:
                 java = self._creation.create(catalog, ident, name, sample)
-            elif self._config.auto_create:
+            elif self._settings.auto_create:
                 raise TableError(f"table {name} does not exist yet; it is created with the first record")
             else:
                 raise TableMissing(f"table {name} does not exist; create it, or set "
@@ -196,7 +220,7 @@ class IcebergTables:
             self._used_at[handle.name] = self._clock()
             self._seen.add(handle.name)
             changed = [handle.name]
-            while len(self._handles) > self._config.tables_max_cached:
+            while len(self._handles) > self._settings.tables_max_cached:
                 changed.append(self._drop(self._handles.popitem(last=False)[0]))
         self._mirror(changed)
 
@@ -231,9 +255,9 @@ class IcebergTables:
         Every write and commit asks for its table, so these are the tables of quiet topics. A handle a
         thread still holds keeps working; the next rows load the table again.
         """
-        if not self._config.tables_idle_release_ms:
+        if not self._settings.tables_idle_release_ms:
             return []
-        before = self._clock() - self._config.tables_idle_release_ms / 1000
+        before = self._clock() - self._settings.tables_idle_release_ms / 1000
         released = []
         with self._lock:
             # Least recently used first: the scan stops at the first table used since.
@@ -271,17 +295,17 @@ class IcebergTables:
         self._mirror(dropped)
 
     def _handle(self, name: str, java: Any) -> TableHandle:
-        encoder = self._config.parquet_encoder
+        encoder = self._settings.parquet_encoder
         # A cluster's executors are there to take the encoding off the daemon's host: auto leaves it to them.
         by_arrow = encoder == "arrow" or (encoder == "auto" and self._spark.local)
         current = json.loads(self._spark.java_class("tabletopic.TableShapes").currentJson(
-            java, json.dumps(self._config.write_props) if by_arrow else None))
+            java, json.dumps(self._settings.write_props) if by_arrow else None))
         arrow = _with_iceberg_types(to_arrow_schema(StructType.fromJson(json.loads(current["spark"]))),
                                     current.get("iceberg", {}))
-        handle = TableHandle(name, java, arrow, int(current["schema_id"]), self._config.table(name).commit_branch)
+        handle = TableHandle(name, java, arrow, int(current["schema_id"]), self._settings.table(name).commit_branch)
         if by_arrow:
             handle.parquet, handle.delete_parquet = layouts(arrow, current["parquet"])
-        if self._config.table(name).keyed:
+        if self._settings.table(name).keyed:
             self._key(handle)
         return handle
 
@@ -289,7 +313,7 @@ class IcebergTables:
         """Resolve the id columns of a keyed table and the spec its equality deletes use."""
         schema = handle.java.schema()
         # Set ones win; else the table's identifier fields, as Iceberg's own writers take them.
-        columns = self._config.table(handle.name).id_columns or [str(c) for c in schema.identifierFieldNames()]
+        columns = self._settings.table(handle.name).id_columns or [str(c) for c in schema.identifierFieldNames()]
         missing = [c for c in columns if schema.findField(c) is None]
         if not columns or missing:
             have = [c.name() for c in schema.columns()]

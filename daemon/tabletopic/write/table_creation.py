@@ -8,7 +8,8 @@ spec of ``partition-by``, and ``auto-create-props`` over the defaults below.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -16,7 +17,7 @@ import structlog
 from py4j.protocol import Py4JError
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from tabletopic.config.connector import ConnectorConfig
+from tabletopic.config.connector import ConnectorConfig, TableConfig
 from tabletopic.config.partition_by import PartitionField
 from tabletopic.write.java_errors import JAVA_ERRORS, JavaErrorKind, classify, java_error_message
 from tabletopic.write.spark_session import SparkRuntime
@@ -62,26 +63,41 @@ def _null_free(t: pa.DataType) -> pa.DataType:
     return t
 
 
+@dataclass(frozen=True)
+class CreationSettings:
+    """The connector's keys that making a table reads."""
+
+    auto_create_props: Mapping[str, str]  # iceberg.tables.auto-create-props.*
+    force_optional: bool  # iceberg.tables.schema-force-optional
+    # iceberg.table.<t>.*: a table's keys and partition spec. Not in the repr: a bound method's repr is its
+    # whole config's.
+    table: Callable[[str], TableConfig] = field(repr=False)
+
+    @classmethod
+    def of(cls, config: ConnectorConfig) -> CreationSettings:
+        return cls(dict(config.auto_create_props), config.force_optional, config.table)
+
+
 class TableCreation:
     """Creates one connector's tables; called from the threads that open them."""
 
-    def __init__(self, spark: SparkRuntime, config: ConnectorConfig, listing_catalog: Callable[[], Any]) -> None:
+    def __init__(self, spark: SparkRuntime, settings: CreationSettings, listing_catalog: Callable[[], Any]) -> None:
         self._spark = spark
-        self._config = config
+        self._settings = settings
         self._listing_catalog = listing_catalog  # the catalog itself: Spark's caching wrapper has no namespaces
         self._namespaces: set[str] = set()  # known to exist, so not asked again for each new table
 
     def create(self, catalog: Any, ident: Any, name: str, sample: pa.Schema) -> Any:
         """A new table of ``sample``'s columns, named ``ident`` in the Java ``catalog``; the table another
         daemon created first, if one did."""
-        schema, dropped = _strip_nulls(sample, self._config.force_optional)
+        schema, dropped = _strip_nulls(sample, self._settings.force_optional)
         if dropped:
             log.warning("columns with only nulls so far are left out of the new table", table=name, columns=dropped)
         if not len(schema):
             raise TableError(f"cannot create table {name}: the first records have no typed columns")
         schema = pa.schema([f.with_type(_null_free(f.type)) for f in schema])
-        keyed = self._config.table(name).keyed
-        id_columns = self._config.table(name).id_columns if keyed else []
+        keyed = self._settings.table(name).keyed
+        id_columns = self._settings.table(name).id_columns if keyed else []
         if keyed and not id_columns:
             raise TableError(f"cannot create table {name} for upsert or CDC: no id columns are set; set "
                              f"iceberg.table.{name}.id-columns or iceberg.tables.default-id-columns (a table "
@@ -98,7 +114,7 @@ class TableCreation:
         shapes = self._spark.java_class("tabletopic.TableShapes")
         iceberg_schema = shapes.icebergSchema(spark_type.json())
         spec = self._spec(iceberg_schema, name)
-        props = {**CREATED_TABLE_PROPS, **self._config.auto_create_props}
+        props = {**CREATED_TABLE_PROPS, **self._settings.auto_create_props}
         self._ensure_namespace(name, ident)
         try:
             java = shapes.create(catalog, ident, iceberg_schema, spec, json.dumps(props))
@@ -111,7 +127,7 @@ class TableCreation:
             raise
         if id_columns:
             self._spark.java_class("tabletopic.TableSpecs").setIdentifierFields(java, id_columns)
-        log.info("created table", table=name, partition_by=[str(p) for p in self._config.table(name).partition_by],
+        log.info("created table", table=name, partition_by=[str(p) for p in self._settings.table(name).partition_by],
                  columns=schema.names, identifier_fields=id_columns)
         return java
 
@@ -135,7 +151,7 @@ class TableCreation:
             pass
 
     def _spec(self, iceberg_schema: Any, name: str) -> Any:
-        fields: list[PartitionField] = self._config.table(name).partition_by
+        fields: list[PartitionField] = self._settings.table(name).partition_by
         builder = self._spark.java_class("org.apache.iceberg.PartitionSpec").builderFor(iceberg_schema)
         for f in fields:
             try:

@@ -7,7 +7,7 @@ import json
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.convert.records import DELETE, RawRecords
-from tabletopic.stage.staging import Staging
+from tabletopic.stage.staging import Staging, StagingSettings
 
 WORKER = parse_worker({"bootstrap.servers": "127.0.0.1:9",
                        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
@@ -16,8 +16,8 @@ CATALOG = {"iceberg.catalog.type": "hadoop", "iceberg.catalog.warehouse": "file:
 
 
 def staging(**props: str) -> Staging:
-    return Staging(parse_connector({"name": "s", "topics": "t", "iceberg.tables": "db.t", **CATALOG,
-                                    "value.converter.schemas.enable": "false", **props}, WORKER))
+    return Staging(StagingSettings.of(parse_connector({"name": "s", "topics": "t", "iceberg.tables": "db.t", **CATALOG,
+                                                       "value.converter.schemas.enable": "false", **props}, WORKER)))
 
 
 def raw(values: list[bytes | None], keys: list[bytes | None] | None = None) -> RawRecords:
