@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from tabletopic.observe.secrets import redacted_repr
+
 S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
 GLUE_CATALOG = "org.apache.iceberg.aws.glue.GlueCatalog"
 _S3_SCHEMES = ("s3://", "s3a://", "s3n://")
@@ -25,13 +27,16 @@ _IMPLS = {GLUE_CATALOG: "glue", "org.apache.iceberg.rest.RESTCatalog": "rest",
 POSTGRES_DRIVER = Path("/usr/share/java/postgresql.jar")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class CatalogPlan:
     kind: str  # hadoop, jdbc, rest, glue, hive, nessie, or the catalog-impl class
     storage: str  # s3, local, hdfs, ... (the warehouse's scheme), or "set by the catalog server"
     warehouse: str
     props: dict[str, str]  # what Iceberg gets
     problems: tuple[str, ...]
+
+    def __repr__(self) -> str:
+        return redacted_repr(self)  # it holds secrets: shown as a response shows them
 
     @property
     def needs_lake_jars(self) -> bool:

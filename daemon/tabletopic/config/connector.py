@@ -43,6 +43,7 @@ from tabletopic.config.plugin_specs import PluginSpec, converter_spec, predicate
 from tabletopic.config.unknown_keys import unknown_warnings
 from tabletopic.config.worker import WORKER_KEYS, WorkerConfig
 from tabletopic.kafka.clients import KafkaClients, security_problem
+from tabletopic.observe.secrets import redacted_repr
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class TableConfig:
         return self.upsert or bool(self.cdc_field)
 
 
-@dataclass
+@dataclass(repr=False)
 class ConnectorConfig:
     name: str
     topics: list[str] | None
@@ -122,10 +123,13 @@ class ConnectorConfig:
     fetch_max_wait_ms: int
     max_poll_records: int  # the sink consumer's, its consumer.override first, then the worker's
     isolation_level: str
-    raw: dict[str, str]  # resolved: config provider placeholders replaced; holds secrets
+    raw: dict[str, str] = field(repr=False)  # resolved: config provider placeholders replaced; holds secrets
     written: dict[str, str]  # as written, placeholders kept: what may be shown
     warnings: list[str] = field(default_factory=list)
     _tables: dict[str, TableConfig] = field(default_factory=dict, repr=False)
+
+    def __repr__(self) -> str:
+        return redacted_repr(self)  # it holds secrets: shown as a response shows them
 
     @property
     def catalog_props(self) -> dict[str, str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
@@ -12,7 +12,7 @@ from tabletopic.config.definition import ConfigError, Key, KeyType, Parsed, Prob
 from tabletopic.config.providers import Providers
 from tabletopic.core.listener_security import ListenerSecurity, listener_security
 from tabletopic.kafka.clients import ROLES, security_problem
-from tabletopic.observe.secrets import Scrubber
+from tabletopic.observe.secrets import Scrubber, redacted_repr
 from tabletopic.registry.compatibility_levels import LEVELS
 
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
@@ -182,7 +182,7 @@ WORKER_KEYS: dict[str, Key] = {k.name: k for k in (
 )}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class WorkerConfig:
     bootstrap_servers: list[str]
     key_converter: str
@@ -202,7 +202,7 @@ class WorkerConfig:
     registry_compatibility: str
     spark_conf: dict[str, str]
     consumer_props: dict[str, str]
-    raw: dict[str, str]  # resolved: config provider placeholders replaced; holds secrets
+    raw: dict[str, str] = field(repr=False)  # resolved: config provider placeholders replaced; holds secrets
     written: dict[str, str]  # as written, placeholders kept: what may be shown
     providers: Providers
     scrubber: Scrubber
@@ -218,6 +218,9 @@ class WorkerConfig:
     advertised_host: str | None = None
     advertised_port: int | None = None
     warnings: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        return redacted_repr(self)  # it holds secrets: shown as a response shows them
 
 
 def parse_worker(props: Mapping[str, Any]) -> WorkerConfig:

@@ -12,6 +12,7 @@ echoed by a library (an error message, a URL in a log) is hidden as well.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
@@ -42,6 +43,17 @@ def shown(key: str, value: Any) -> Any:
 
 def redact(props: Mapping[str, Any]) -> dict[str, Any]:
     return {k: shown(k, v) for k, v in props.items()}
+
+
+def redacted_repr(obj: Any) -> str:
+    """A dataclass's repr with each mapping field shown as :func:`redact` shows it: a configuration object
+    may end up in an error message or a log line."""
+    shown_fields = []
+    for f in dataclasses.fields(obj):
+        if f.repr:
+            value = getattr(obj, f.name)
+            shown_fields.append(f"{f.name}={redact(value) if isinstance(value, Mapping) else value!r}")
+    return f"{type(obj).__name__}({', '.join(shown_fields)})"
 
 
 class Scrubber:
