@@ -65,7 +65,7 @@ class Daemon:
         self.worker = worker
         self.store = store
         self.mode = mode
-        self.spark = spark or SparkRuntime(worker.spark_conf, lake=worker.lake_jars)
+        self.spark = spark or SparkRuntime(worker.spark_conf, lake=worker.lake_jars, class_archive=worker.class_archive)
         self._owns_spark = spark is None
         self.jvm_liveness = JvmLiveness(self.spark)
         self.kafka = KafkaClients(worker.bootstrap_servers, worker.raw)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyspark
 import structlog
 from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JError
@@ -28,7 +29,15 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from tabletopic.core import scratch_files
 from tabletopic.observe.logging_setup import relay_lines
-from tabletopic.write.jvm_classpath import JvmClasspath, build_classpath
+from tabletopic.write.jvm_class_archive import ArchiveStart, ClassArchives, archive_key
+from tabletopic.write.jvm_classpath import (
+    JavaNotFoundError,
+    JvmClasspath,
+    build_classpath,
+    default_cache_dir,
+    find_java,
+    pyspark_jars_dir,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -58,6 +67,8 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.scheduler.mode": "FAIR",
 }
 # Creating a table in a hadoop catalog logs a missing version hint, with its stack trace.
+# Options that make the JVM's class data sharing the user's own: then it is left to them.
+_OWN_ARCHIVE_FLAGS = ("-Xshare", "SharedArchiveFile", "ArchiveClassesAtExit", "AutoCreateSharedArchive")
 _QUIET_JVM_LOGGERS = ("org.apache.iceberg.hadoop.HadoopTableOperations",)
 # Each write ships its rows to the tasks as Arrow batches (localRelationThreshold=0), which Spark
 # warns about once a task passes 1,000 KiB: that is the design, not a mistake.
@@ -92,11 +103,13 @@ class SparkRuntime:
     """Owns the SparkSession; thread-safe for the py4j calls the sink makes."""
 
     def __init__(self, conf: Mapping[str, str] | None = None, classpath: JvmClasspath | None = None,
-                 lake: bool = False, extra_jars: Sequence[Path] = ()) -> None:
+                 lake: bool = False, extra_jars: Sequence[Path] = (), class_archive: bool = True) -> None:
         """``lake`` puts the S3 and REST/Glue catalog jars on the classpath, fetching them if not cached;
-        ``extra_jars`` adds more (a JDBC driver, say)."""
+        ``extra_jars`` adds more (a JDBC driver, say). ``class_archive``: the JVM maps the classes an
+        earlier start archived (see :mod:`tabletopic.write.jvm_class_archive`)."""
         self._conf = {**DEFAULT_SPARK_CONF, **(conf or {})}
         self._lake = lake
+        self._class_archive = class_archive
         self._extra_jars = [str(p) for p in extra_jars]
         if self.local:
             self._conf = {**LOCAL_MODE_CONF, **self._conf}
@@ -186,6 +199,10 @@ class SparkRuntime:
         existing = conf.get("spark.jars")
         conf["spark.jars"] = ",".join([str(p) for p in classpath.jars] + self._extra_jars
                                       + ([existing] if existing else []))
+        archive = self._archive_start(conf)
+        if archive.options:
+            conf["spark.driver.extraJavaOptions"] = " ".join(
+                filter(None, [conf.get("spark.driver.extraJavaOptions"), *archive.options]))
         spark_conf = SparkConf(loadDefaults=False)
         for key, value in conf.items():
             spark_conf.set(key, value)
@@ -198,6 +215,7 @@ class SparkRuntime:
                                                                "stderr": subprocess.STDOUT})
             relay_lines(gateway.proc.stdout, "spark",
                         _EXPECTED_JVM_WARNINGS + (_EXPECTED_LOCAL_MODE_WARNINGS if self.local else ()))
+            archive.launched(int(gateway.proc.pid))
             SparkContext(conf=spark_conf, gateway=gateway)
         builder = SparkSession.builder
         for key, value in conf.items():
@@ -208,8 +226,24 @@ class SparkRuntime:
         configurator, error = log4j.core.config.Configurator, log4j.Level.ERROR
         for name in _QUIET_JVM_LOGGERS:  # warnings with a stack trace about nothing wrong
             configurator.setLevel(name, error)
-        log.info("spark session started", master=conf["spark.master"], version=session.version)
+        log.info("spark session started", master=conf["spark.master"], version=session.version,
+                 class_archive="mapped" if archive.use else "written at exit" if archive.part else "none")
         return session
+
+    def _archive_start(self, conf: Mapping[str, str]) -> ArchiveStart:
+        options = conf.get("spark.driver.extraJavaOptions", "")
+        if not self._class_archive or any(flag in options for flag in _OWN_ARCHIVE_FLAGS):
+            return ArchiveStart(())
+        try:
+            java, _javac = find_java(need_javac=False)
+        except JavaNotFoundError:
+            return ArchiveStart(())  # spark-submit says what is missing, as it would without an archive
+        # The driver's classpath: pyspark's jars, then the extra class path; spark.jars load later, but the
+        # archive holds their classes too.
+        classpath = [str(pyspark_jars_dir()), pyspark.__version__,
+                     *filter(None, conf.get("spark.driver.extraClassPath", "").split(os.pathsep)),
+                     *filter(None, conf.get("spark.jars", "").split(","))]
+        return ClassArchives(default_cache_dir() / "class-archives", java).start(archive_key(java, classpath, options))
 
     def register_catalog(self, name: str, properties: Mapping[str, str]) -> None:
         """Register an Iceberg catalog named ``name`` for one more user (see :meth:`release_catalog`).
