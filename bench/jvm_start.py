@@ -2,7 +2,7 @@
 
 Each run starts ``tabletopic standalone`` as a user does, with a new connector on a topic that holds
 1,000 records, and times it from the launch to the snapshot that commits them; at that moment it reads
-the CPU the daemon and its Spark JVM have used. Runs alternate between ``tabletopic.jvm.class-archive``
+the CPU the daemon and its Spark JVM have used. Runs alternate between ``tabletopic.spark.class-archive``
 true and false (the baseline: the JVM as Spark starts it). The first start with the archive on writes
 it as its JVM exits, so it is run once before the timed runs, and not counted.
 
@@ -55,7 +55,7 @@ def start(run: int, archive: bool, bootstrap: str, topic: str, warehouse: Path,
                  "iceberg.control.commit.interval-ms": 1000, "iceberg.catalog.type": "hadoop",
                  "iceberg.catalog.warehouse": f"file://{warehouse}"}
     worker = {"bootstrap.servers": bootstrap, "listeners": "", "log.format": "json", "spark.master": "local[2]",
-              "spark.driver.memory": "1g", "tabletopic.jvm.class-archive": str(archive).lower()}
+              "spark.driver.memory": "1g", "tabletopic.spark.class-archive": str(archive).lower()}
     table_dir, group = warehouse / "bench" / name, f"connect-{name}"
     launched = time.monotonic()
     with open(home / "daemon.log", "wb") as log:

@@ -173,7 +173,7 @@ WORKER_KEYS: dict[str, Key] = {k.name: k for k in (
     Key("tabletopic.spark.lake-jars", KeyType.BOOLEAN, False,
         "Load the S3, REST and Glue catalog jars when the JVM starts even if no connector it starts with needs "
         "them, so that connectors created later over REST can use them (the JVM cannot load jars later)."),
-    Key("tabletopic.jvm.class-archive", KeyType.BOOLEAN, True,
+    Key("tabletopic.spark.class-archive", KeyType.BOOLEAN, True,
         "true: the Spark JVM maps the classes an earlier start archived (Java's class data sharing), which "
         "about halves the CPU a start takes; the first start writes the archive as its JVM exits, under "
         "TABLETOPIC_CACHE_DIR (default ~/.cache/tabletopic). false: every start reads its classes from the jars."),
@@ -290,7 +290,7 @@ def parse_worker(props: Mapping[str, Any]) -> WorkerConfig:
         registry_security=securities["registry"],
         exit_on_connector_failure=v["tabletopic.exit-on-connector-failure"],
         lake_jars=v["tabletopic.spark.lake-jars"],
-        class_archive=v["tabletopic.jvm.class-archive"],
+        class_archive=v["tabletopic.spark.class-archive"],
         group_id=v["group.id"],
         config_topic=v["config.storage.topic"],
         status_topic=v["status.storage.topic"],
