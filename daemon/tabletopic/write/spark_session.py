@@ -66,9 +66,9 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     # instead of queueing behind a whole rewrite.
     "spark.scheduler.mode": "FAIR",
 }
-# Creating a table in a hadoop catalog logs a missing version hint, with its stack trace.
 # Options that make the JVM's class data sharing the user's own: then it is left to them.
 _OWN_ARCHIVE_FLAGS = ("-Xshare", "SharedArchiveFile", "ArchiveClassesAtExit", "AutoCreateSharedArchive")
+# Creating a table in a hadoop catalog logs a missing version hint, with its stack trace.
 _QUIET_JVM_LOGGERS = ("org.apache.iceberg.hadoop.HadoopTableOperations",)
 # Each write ships its rows to the tasks as Arrow batches (localRelationThreshold=0), which Spark
 # warns about once a task passes 1,000 KiB: that is the design, not a mistake.
@@ -199,7 +199,8 @@ class SparkRuntime:
         existing = conf.get("spark.jars")
         conf["spark.jars"] = ",".join([str(p) for p in classpath.jars] + self._extra_jars
                                       + ([existing] if existing else []))
-        archive = self._archive_start(conf)
+        # A JVM this process already runs (a second runtime in one process) was started with its own.
+        archive = self._archive_start(conf) if SparkContext._active_spark_context is None else ArchiveStart(())
         if archive.options:
             conf["spark.driver.extraJavaOptions"] = " ".join(
                 filter(None, [conf.get("spark.driver.extraJavaOptions"), *archive.options]))
