@@ -15,7 +15,7 @@ from tabletopic.task.sink_task import TaskSettings
 from tabletopic.write.iceberg_tables import TablesSettings
 from tabletopic.write.table_creation import CreationSettings
 
-SECRETS = ("s3-secret-7f3a", "oauth-secret-91c2", "sasl-password-55e0")
+SECRETS = ("s3-secret-7f3a", "oauth-secret-91c2", "sasl-password-55e0", "registry-secret-3d8e")
 
 
 def _worker() -> WorkerConfig:
@@ -33,6 +33,10 @@ def _config() -> ConnectorConfig:
         "iceberg.catalog.type": "rest", "iceberg.catalog.uri": "http://127.0.0.1:9/",
         "iceberg.catalog.warehouse": "s3://lake/", "iceberg.catalog.s3.secret-access-key": SECRETS[0],
         "iceberg.catalog.credential": f"client:{SECRETS[1]}",
+        "value.converter": "io.confluent.connect.avro.AvroConverter",
+        "value.converter.schema.registry.url": "http://127.0.0.1:9/",
+        "value.converter.basic.auth.credentials.source": "USER_INFO",
+        "value.converter.basic.auth.user.info": f"sink:{SECRETS[3]}",
         "consumer.override.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
                                               f'username="u" password="{SECRETS[2]}";',
     }, _worker())

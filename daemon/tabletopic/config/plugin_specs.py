@@ -13,18 +13,22 @@ from tabletopic.config.definition import Parsed, Problem, prefixed, unknown_key
 from tabletopic.config.input_limits import NESTING_DEPTH_KEY, nesting_limit
 from tabletopic.config.plugin_names import available_plugins, resolve
 from tabletopic.config.worker import WorkerConfig, builtin_registry_url
+from tabletopic.observe.secrets import redacted_repr
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PluginSpec:
     """A converter, transform or predicate: its class name, its own properties, and for a transform the
     predicate that picks the records it applies to (``transforms.<alias>.predicate``, ``.negate``)."""
 
     class_name: str
-    props: dict[str, str]
+    props: dict[str, str]  # a registry converter's basic.auth.user.info too
     alias: str = ""
     predicate: str | None = None
     negate: bool = False
+
+    def __repr__(self) -> str:
+        return redacted_repr(self)
 
 
 def converter_spec(props: Mapping[str, str], key: str, default: str, worker: WorkerConfig, out: Parsed) -> PluginSpec:
