@@ -2,7 +2,8 @@
 the pyspark wheel, on Derby (in its own directory) or PostgreSQL, stopped by its PID.
 
 Its configuration and logs live in a directory of its own. A SIGKILLed holder's lock on a table is
-given up after a minute without heartbeats (``hive.txn.timeout``; Hive's default is five).
+given up after a minute without heartbeats (``hive.txn.timeout``; Hive's default is five), by the
+housekeeping that the compactor's initiator starts.
 """
 
 from __future__ import annotations
@@ -57,7 +58,13 @@ class HiveMetastore:
                  "hive.metastore.warehouse.dir": self.warehouse, "hive.metastore.port": str(self.port),
                  # A lock whose holder died (a SIGKILL mid-commit) blocks the table's commits until this many
                  # seconds without a heartbeat have passed: 300 by default, a minute here.
-                 "hive.txn.timeout": "60"}
+                 "hive.txn.timeout": "60",
+                 # Hive 2.3 gives such a lock up only in its housekeeping, which runs only where the compactor's
+                 # initiator is on and the transaction manager is the database's: without them, the lock
+                 # stayed for good. It looks every 10 s here.
+                 "hive.compactor.initiator.on": "true",
+                 "hive.txn.manager": "org.apache.hadoop.hive.ql.lockmgr.DbTxnManager", "hive.support.concurrency": "true",
+                 "hive.timedout.txn.reaper.start": "5s", "hive.timedout.txn.reaper.interval": "10s"}
         (self.root / "conf").mkdir()
         (self.root / "conf" / "hive-site.xml").write_text(
             "<configuration>" + "".join(f"<property><name>{escape(k)}</name><value>{escape(v)}</value></property>"
