@@ -63,7 +63,8 @@ class HiveMetastore:
                  # initiator is on and the transaction manager is the database's: without them, the lock
                  # stayed for good. It looks every 10 s here.
                  "hive.compactor.initiator.on": "true",
-                 "hive.txn.manager": "org.apache.hadoop.hive.ql.lockmgr.DbTxnManager", "hive.support.concurrency": "true",
+                 "hive.txn.manager": "org.apache.hadoop.hive.ql.lockmgr.DbTxnManager",
+                 "hive.support.concurrency": "true",
                  "hive.timedout.txn.reaper.start": "5s", "hive.timedout.txn.reaper.interval": "10s"}
         (self.root / "conf").mkdir()
         (self.root / "conf" / "hive-site.xml").write_text(
