@@ -76,7 +76,8 @@ class ClassArchives:
         final = self._dir / f"{key}.jsa"
         try:
             self._dir.mkdir(parents=True, exist_ok=True)
-            if not final.exists() and not self._promote(key, final):
+            self._settle(key, final)
+            if not final.exists():
                 if any(_alive(pid) for pid in self._dir.glob(f"{key}.*.pid")):
                     return ArchiveStart((_QUIET,))
                 part = self._dir / f"{key}.{uuid.uuid4().hex[:12]}.part"
@@ -86,26 +87,24 @@ class ClassArchives:
             return ArchiveStart(())
         return ArchiveStart((_QUIET, f"-XX:SharedArchiveFile={final}"), use=final)
 
-    def _promote(self, key: str, final: Path) -> bool:
-        """Rename the first part whose JVM has exited and that Java opens to ``final``; remove the parts Java
-        refuses, and the pid files of JVMs that exited without writing one (killed)."""
+    def _settle(self, key: str, final: Path) -> None:
+        """What writers that exited left: the first part Java opens becomes ``final`` if there is none yet;
+        the others go (refused, or written beside one taken already), with the pid files of JVMs that
+        exited without writing one (killed)."""
         for pid in sorted(self._dir.glob(f"{key}.*.pid")):
-            part = pid.with_suffix(".part")
             if _alive(pid):
                 continue
-            if part.exists() and self._opens(part):
+            part = pid.with_suffix(".part")
+            if part.exists() and not final.exists() and self._opens(part):
                 with contextlib.suppress(FileNotFoundError):  # another start took it first
                     os.replace(part, final)
                     log.info("class archive made", archive=str(final), bytes=final.stat().st_size)
             part.unlink(missing_ok=True)
             pid.unlink(missing_ok=True)
-            if final.exists():
-                return True
         for part in self._dir.glob(f"{key}.*.part"):
             # No pid file: its writer's start never said which JVM it was.
             if not _pid_file(part).exists() and time.time() - part.stat().st_mtime > _STALE_PART_S:
                 part.unlink(missing_ok=True)
-        return final.exists()
 
     def _opens(self, archive: Path) -> bool:
         """Whether Java maps ``archive``: a truncated one makes it abort, a whole one start."""

@@ -27,8 +27,7 @@ def _dead_pid() -> int:
 
 def _run_writer(part: Path) -> None:
     """What the writer's JVM does as it exits: the archive of the classes it loaded."""
-    options = [o for o in ClassArchives(part.parent, JAVA).start(KEY).options if "ArchiveClassesAtExit" not in o]
-    subprocess.run([str(JAVA), *options, f"-XX:ArchiveClassesAtExit={part}", "-version"], check=True,
+    subprocess.run([str(JAVA), "-Xlog:cds*=off", f"-XX:ArchiveClassesAtExit={part}", "-version"], check=True,
                    capture_output=True)
 
 
@@ -64,6 +63,23 @@ def test_a_part_cut_short_by_a_kill_is_removed_and_never_mapped(tmp_path: Path) 
     again = archives.start(KEY)
     assert again.use is None and again.part is not None and again.part != first.part  # a new writer
     assert not first.part.exists() and not (tmp_path / f"{KEY}.jsa").exists()
+
+
+def test_a_part_written_beside_an_archive_already_taken_is_removed(tmp_path: Path) -> None:
+    """Two writers: one JVM's start was told to write while the other's JVM, killed, had written nothing yet
+    to see; the first part taken is the archive, and the second one goes when its JVM has exited."""
+    archives = ClassArchives(tmp_path, JAVA)
+    first = archives.start(KEY)
+    assert first.part is not None
+    _run_writer(first.part)
+    first.launched(_dead_pid())
+    second_part = tmp_path / f"{KEY}.second.part"
+    _run_writer(second_part)
+    second_part.with_suffix(".pid").write_text(str(os.getpid()))  # still writing: left alone
+    assert archives.start(KEY).use == tmp_path / f"{KEY}.jsa" and second_part.exists()
+    second_part.with_suffix(".pid").write_text(str(_dead_pid()))
+    assert archives.start(KEY).use == tmp_path / f"{KEY}.jsa"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{KEY}.jsa"]
 
 
 def test_a_writer_killed_before_it_wrote_leaves_nothing_that_stops_the_next(tmp_path: Path) -> None:
