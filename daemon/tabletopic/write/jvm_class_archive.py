@@ -12,6 +12,7 @@ One archive per Java, classpath and options (:func:`archive_key`), in ``<cache>/
   says which JVM that is;
 * the next start takes a part whose JVM has exited and that Java opens (``java -version`` with it), and
   renames it into place. A JVM killed while it wrote leaves a part Java refuses: that part is removed.
+* an archive no start has mapped for a month (an older Java, other jars or options) is removed.
 
 Thread affinity: called once per process, by whoever starts the JVM, before and after its launch.
 """
@@ -35,6 +36,8 @@ log = structlog.get_logger(__name__)
 
 _QUIET = "-Xlog:cds*=off"  # a classpath that no longer matches is not worth a warning line: it starts without
 _STALE_PART_S = 24 * 3600  # a part with no pid file beside it: its writer never said it started
+# An archive no start mapped for this long is for an older Java, other jars or options: 100 MB or more each.
+_UNUSED_S = 30 * 24 * 3600
 _CHECK_TIMEOUT_S = 30
 
 
@@ -76,6 +79,7 @@ class ClassArchives:
         final = self._dir / f"{key}.jsa"
         try:
             self._dir.mkdir(parents=True, exist_ok=True)
+            self._drop_unused(keep=final)
             self._settle(key, final)
             if not final.exists():
                 if any(_alive(pid) for pid in self._dir.glob(f"{key}.*.pid")):
@@ -85,7 +89,23 @@ class ClassArchives:
         except OSError as exc:
             log.info("the JVM starts without a class archive", directory=str(self._dir), reason=str(exc))
             return ArchiveStart(())
+        with contextlib.suppress(OSError):
+            os.utime(final)  # in use: see _drop_unused
         return ArchiveStart((_QUIET, f"-XX:SharedArchiveFile={final}"), use=final)
+
+    def _drop_unused(self, keep: Path) -> None:
+        """Remove the archives no start has mapped for a month, but ``keep``, and the parts of writers that
+        exited as long ago: nothing would use them again."""
+        cutoff = time.time() - _UNUSED_S
+        for path in self._dir.glob("*.jsa"):
+            with contextlib.suppress(FileNotFoundError):
+                if path != keep and path.stat().st_mtime < cutoff:
+                    path.unlink()
+        for part in self._dir.glob("*.part"):
+            with contextlib.suppress(FileNotFoundError):
+                if part.stat().st_mtime < cutoff and not _alive(_pid_file(part)):
+                    part.unlink()
+                    _pid_file(part).unlink(missing_ok=True)
 
     def _settle(self, key: str, final: Path) -> None:
         """What writers that exited left: the first part Java opens becomes ``final`` if there is none yet;

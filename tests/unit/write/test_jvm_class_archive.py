@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,19 @@ def test_a_writer_killed_before_it_wrote_leaves_nothing_that_stops_the_next(tmp_
     first.launched(_dead_pid())  # SIGKILL: no exit, so no part
     again = archives.start(KEY)
     assert again.part is not None and list(tmp_path.iterdir()) == []
+
+
+def test_an_archive_no_start_mapped_for_a_month_is_removed_and_one_in_use_is_kept(tmp_path: Path) -> None:
+    month_ago = time.time() - 31 * 24 * 3600
+    for name in ("old-java.jsa", "k.jsa", "old-writer.part", "old-writer.pid"):
+        (tmp_path / name).write_bytes(b"")
+        os.utime(tmp_path / name, (month_ago, month_ago))
+    (tmp_path / "old-writer.pid").write_text(str(_dead_pid()))
+    os.utime(tmp_path / "old-writer.part", (month_ago, month_ago))
+    (tmp_path / "recent.jsa").write_bytes(b"")
+    start = ClassArchives(tmp_path, JAVA).start(KEY)  # k.jsa is this key's: mapped, so kept and marked in use
+    assert start.use == tmp_path / "k.jsa" and (tmp_path / "k.jsa").stat().st_mtime > month_ago
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.jsa", "recent.jsa"]
 
 
 def test_a_directory_that_cannot_be_made_means_a_start_without_an_archive(tmp_path: Path) -> None:
