@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import signal
 import statistics
@@ -23,25 +22,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from e2e_throughput import cpu_seconds, java_child
 from scale_out import committed, produce, props
 from tabletopic.demo.broker import EmbeddedBroker, create_topic
 
 RECORDS = 1_000
 PARTITIONS = 6  # scale_out's producer spreads its records over six
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def jvm_of(pid: int) -> int | None:
-    """The daemon's Spark JVM: the child running java."""
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            if b"java" in Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[0]:
-                return int(child)
-    return None
 
 
 def start(run: int, archive: bool, bootstrap: str, topic: str, warehouse: Path,
@@ -68,7 +54,7 @@ def start(run: int, archive: bool, bootstrap: str, topic: str, warehouse: Path,
                 raise SystemExit(f"no commit of {RECORDS} records; see {home / 'daemon.log'}")
             time.sleep(0.05)
         seconds = time.monotonic() - launched
-        jvm = jvm_of(proc.pid)
+        jvm = java_child(proc.pid)
         return seconds, cpu_seconds(proc.pid), cpu_seconds(jvm) if jvm is not None else float("nan")
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -44,7 +44,8 @@ _CHECK_TIMEOUT_S = 30
 def archive_key(java: Path, classpath: Sequence[str], options: str) -> str:
     """Which archive fits a JVM: its Java (a new build lays out classes anew), its classpath in order, with each
     jar's size and time (an archive records both), and the options it was started with."""
-    parts: list[object] = [str(java.resolve()), _stamp(java.resolve()), options]
+    binary = java.resolve()
+    parts: list[object] = [str(binary), _stamp(binary), options]
     for entry in classpath:
         path = Path(entry)
         parts.append([entry, _stamp(path) if path.is_file() else None])
