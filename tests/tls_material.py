@@ -73,7 +73,8 @@ def make_material(root: Path) -> Material:
         (root / f"{prefix}truststore.p12").write_bytes(pkcs12.serialize_key_and_certificates(
             None, None, None, [ca], serialization.BestAvailableEncryption(PASSWORD.encode())))
     # JKS as Java's keytool writes it (the JDK is on every machine that runs the tests).
-    keytool = ["keytool", "-noprompt", "-storepass", PASSWORD]
+    # C1 and the serial collector: keytool lives a second, too short for C2's compiles to pay back.
+    keytool = ["keytool", "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-noprompt", "-storepass", PASSWORD]
     subprocess.run([*keytool, "-importcert", "-alias", "ca", "-file", str(root / "ca.pem"), "-keystore",
                     str(root / "truststore.jks"), "-storetype", "JKS"], check=True, capture_output=True)
     subprocess.run([*keytool, "-importkeystore", "-srckeystore", str(root / "client.p12"), "-srcstoretype", "PKCS12",

@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from tabletopic.kafka.clients import KafkaClients, security_of, security_problem
-from tests.tls_material import PASSWORD, make_material
+from tests.tls_material import PASSWORD, Material, make_material
+
+
+@pytest.fixture(scope="module")
+def material(tmp_path_factory: pytest.TempPathFactory) -> Material:
+    """Read only: one set for the module (its JKS stores cost two JVM starts)."""
+    return make_material(tmp_path_factory.mktemp("tls"))
+
 
 JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="a\\"b c";'
 
@@ -26,8 +33,8 @@ def test_worker_keys_then_role_prefixes_then_connector_overrides() -> None:
     assert "a\"b c" not in repr(consumer) and "a\"b c" not in clients.describe("consumer")
 
 
-def test_pem_pkcs12_and_jks_stores_make_the_same_context(tmp_path: Path) -> None:
-    m = make_material(tmp_path)
+def test_pem_pkcs12_and_jks_stores_make_the_same_context(material: Material) -> None:
+    m = material
     for trust, keystore in ((m.path("ca.pem"), m.path("client-keystore.pem")),
                             (m.path("truststore.p12"), m.path("client.p12")),
                             (m.path("truststore.jks"), m.path("client.jks"))):
@@ -39,8 +46,8 @@ def test_pem_pkcs12_and_jks_stores_make_the_same_context(tmp_path: Path) -> None
     assert not list(Path("/tmp").glob("tabletopic-key-*"))  # the key's PEM file is gone at once
 
 
-def test_store_problems_say_what_to_do(tmp_path: Path) -> None:
-    m = make_material(tmp_path)
+def test_store_problems_say_what_to_do(material: Material, tmp_path: Path) -> None:
+    m = material
     jks = tmp_path / "damaged.jks"
     jks.write_bytes(b"\xfe\xed\xfe\xed")
     assert "keytool -importkeystore" in (security_problem({"security.protocol": "SSL",
@@ -55,8 +62,8 @@ def test_store_problems_say_what_to_do(tmp_path: Path) -> None:
     assert missing is not None and "cannot be read" in missing
 
 
-def test_hostname_checks_follow_the_endpoint_identification_key(tmp_path: Path) -> None:
-    m = make_material(tmp_path)
+def test_hostname_checks_follow_the_endpoint_identification_key(material: Material) -> None:
+    m = material
     s = security_of({"security.protocol": "SSL", "ssl.truststore.location": str(m.path("ca.pem")),
                      "ssl.endpoint.identification.algorithm": ""})
     assert s.context is not None and not s.context.check_hostname
