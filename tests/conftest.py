@@ -12,6 +12,8 @@ from tabletopic.demo.broker import EmbeddedBroker
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import STARTED, TEST_JVM, Warehouse
 
+pytest_plugins = ["tests.schedule"]  # how many workers, and in which order they take the tests
+
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
