@@ -12,7 +12,7 @@ from tabletopic.demo.broker import EmbeddedBroker
 from tabletopic.write.spark_session import SparkRuntime
 from tests.support import STARTED, TEST_JVM, Warehouse
 
-pytest_plugins = ["tests.schedule"]  # how many workers, and in which order they take the tests
+pytest_plugins = ["tests.bytecode", "tests.schedule"]  # compiled modules; how many workers, in which order
 
 
 @pytest.fixture(scope="session")
