@@ -1,9 +1,10 @@
 """The project's modules compiled once, before the workers start.
 
 An editable install leaves ``daemon/`` and ``plugins/`` uncompiled, and with ``PYTHONDONTWRITEBYTECODE=1``
-(CI's machines set it) no process keeps what it compiled: every worker, and every daemon and command a
-test starts, compiled the same modules again, about 0.4 s of CPU each time. ``compileall`` writes the
-bytecode whatever that setting says, and on a later run only looks at the files' times.
+set (the machines the suite's times were measured on set it) no process keeps what it compiled: every
+worker, and every daemon and command a test starts, compiled the same modules again, up to 0.4 s of CPU
+each time. ``compileall`` writes the bytecode whatever that setting says, and on a later run only looks
+at the files' times.
 """
 
 from __future__ import annotations
