@@ -28,6 +28,9 @@ _UNIT = Path(__file__).with_name("unit")
 _UNKNOWN_UNIT_S = 0.05
 _UNKNOWN_END_TO_END_S = 20.0
 _EXTRA_END_TO_END_WORKERS = 2
+# An end-to-end worker holds a broker and a reader's JVM, and its tests start up to three daemons, each
+# with a JVM: four workers used about 5 GiB in all here. More workers than memory allows would swap.
+_MEMORY_PER_END_TO_END_WORKER = 3 << 30
 _KEPT_FROM_S = 0.5  # shorter ones are all alike for the order: the file keeps to the ones that matter
 
 
@@ -42,7 +45,10 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     cores = len(os.sched_getaffinity(0))
     paths = [Path(config.invocation_params.dir, arg.split("::")[0]).resolve() for arg in config.args]
     unit_only = bool(paths) and all(path.is_relative_to(_UNIT) for path in paths)
-    return cores if unit_only else cores + _EXTRA_END_TO_END_WORKERS
+    if unit_only:
+        return cores
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return max(1, min(cores + _EXTRA_END_TO_END_WORKERS, memory // _MEMORY_PER_END_TO_END_WORKER))
 
 
 def dealt(items: list[pytest.Item], costs: dict[str, float], workers: int) -> list[pytest.Item]:
