@@ -286,7 +286,8 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "A commit to a table's main branch that leaves more snapshots than this expires the oldest once it has "
         "landed, however young, down to half of this (retain-last does not apply to it). Every snapshot adds "
         "about 1.2 KB to the metadata.json each commit rewrites, so this bounds it at any commit interval: "
-        "200 keeps about 17 minutes of history at a 5 s interval, 100 s at 1 s. Applies in auto mode to append "
+        "200 keeps about 17 minutes of history at a 5 s interval, 100 s at 1 s. While the connector maintains "
+        "the table, commits expire none: its steps read the snapshot they loaded. Applies in auto mode to append "
         "tables too; 0 turns it off.", minimum=0),
     Key("tabletopic.maintenance.orphans.older-than-ms", KeyType.LONG, 3 * 86_400_000,
         "Remove files that no snapshot references once they are this old. Written files that wait for their "

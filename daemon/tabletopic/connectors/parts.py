@@ -88,7 +88,7 @@ def build_sink(config: ConnectorConfig, worker: WorkerConfig, clients: KafkaClie
     committer = TableCommitter(spark, config.name, config.group_id,
                                lambda table: metrics.commit_retries.labels(table=table).inc(),
                                maintainer.commit_positions.committing,
-                               lambda table: config.maintenance_of(table).snapshot_bound)
+                               maintainer.commit_positions.snapshot_bound)
     table_commits = TableCommits(tables, committer, metrics, config.group_id, list(config.tables or []),
                                  config.offsets_refresh_rounds, config.commit_timeout_ms / 1000, config.commit_threads,
                                  feeds)

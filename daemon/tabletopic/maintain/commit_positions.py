@@ -5,6 +5,13 @@ them while the connector's own compaction of the table runs: they would make it 
 again.  Equality deletes need no positions and apply to the rewritten rows too; the conversion
 that follows the compaction takes them.  A commit that found its rows just before a compaction
 began must land before the rewrite reads the table, so the two take turns on one lock per table.
+
+A commit expires no snapshots while the connector maintains the table (a look, or a conversion):
+the maintenance reads the snapshot it loaded, with its manifests, and an expiry deletes those once
+they are older than the snapshots it keeps. A rewrite also commits against that snapshot, which
+Iceberg refuses once it has been expired. On a loaded machine with ``snapshots.max-count=17``, every
+look failed on one or the other, and the table's files piled up. The look's own expiry step keeps
+the bound while looks run back to back.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ class CommitPositions:
         self._settings = settings  # each table's
         self._enabled = enabled
         self._compacting: set[str] = set()
+        self._maintaining: set[str] = set()
         self._turns: dict[str, threading.Lock] = {}  # per table: a commit with positions, or a compaction's start
 
     def _turn(self, name: str) -> threading.Lock:
@@ -36,6 +44,18 @@ class CommitPositions:
             return
         with self._turn(name):
             yield 0 if name in self._compacting else settings.commit_max_rows
+
+    def snapshot_bound(self, name: str) -> int:
+        """The most snapshots a commit of ``name`` leaves before it expires the oldest; 0, none expired,
+        while the connector maintains the table. Read before the commit: maintenance that starts during
+        it reads a snapshot the expiry keeps (it keeps the newest)."""
+        return 0 if name in self._maintaining else self._settings(name).snapshot_bound
+
+    def maintenance_starts(self, name: str) -> None:
+        self._maintaining.add(name)
+
+    def maintenance_ends(self, name: str) -> None:
+        self._maintaining.discard(name)
 
     def compaction_starts(self, name: str) -> None:
         """From now until :meth:`compaction_ends`, commits of ``name`` carry equality deletes; returns once

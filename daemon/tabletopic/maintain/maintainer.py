@@ -118,6 +118,14 @@ class Maintainer:
     def _maintain(self, name: str, epoch: int, look: bool,
                   keep_going: Callable[[], bool]) -> MaintenanceReport | None:
         """A look (every step whose trigger is met) when ``look``, else only the conversion."""
+        self.commit_positions.maintenance_starts(name)
+        try:
+            return self._maintain_now(name, epoch, look, keep_going)
+        finally:
+            self.commit_positions.maintenance_ends(name)
+
+    def _maintain_now(self, name: str, epoch: int, look: bool,
+                      keep_going: Callable[[], bool]) -> MaintenanceReport | None:
         self._tables.spark.join_job_group(self._job_group, f"maintenance of {name}", POOL)
         recorded = self._tables.recorded(name, self._group_id)  # refreshes the table first
         if recorded.epoch > epoch:

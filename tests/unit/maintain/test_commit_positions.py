@@ -61,3 +61,16 @@ def test_a_compaction_starts_after_the_commit_that_found_its_rows_has_landed() -
     assert started.is_set()
     with positions.committing("db.t") as rows:
         assert rows == 0
+
+
+def test_no_commit_expires_snapshots_while_the_connector_maintains_the_table() -> None:
+    bounded = replace(AT_COMMIT, max_snapshots=17)
+    positions = CommitPositions(lambda name: bounded, lambda name: True)
+    assert positions.snapshot_bound("db.t") == 17
+    positions.maintenance_starts("db.t")
+    assert (positions.snapshot_bound("db.t"), positions.snapshot_bound("db.other")) == (0, 17)
+    positions.maintenance_ends("db.t")
+    assert positions.snapshot_bound("db.t") == 17
+    # A table another engine compacts: the connector cannot know its rewrites, so its bound stays.
+    assert CommitPositions(lambda name: bounded.beside_external_compaction(), lambda name: True
+                           ).snapshot_bound("db.ext") == 17
