@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,18 @@ def plant_file(directory: Path, name: str, age_s: float) -> Path:
     return path
 
 
+def most_commits_during_a_look(maintained: list[dict[str, Any]], commits: list[dict[str, Any]]) -> int:
+    """The most ``commits`` that landed while one of the ``maintained`` looks ran (each event is logged
+    as its look ends, with how long it took)."""
+    landed = [datetime.fromisoformat(c["timestamp"]) for c in commits]
+    most = 0
+    for look in maintained:
+        end = datetime.fromisoformat(look["timestamp"])
+        start = end - timedelta(seconds=look["seconds"])
+        most = max(most, sum(start <= t <= end for t in landed))
+    return most
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.slow
 def test_long_upsert_run_with_maintenance_matches_the_model(bootstrap: str, warehouse: Warehouse,
@@ -146,11 +159,12 @@ def test_long_upsert_run_with_maintenance_matches_the_model(bootstrap: str, ware
     without maintenance, is bench/long_upsert.py."""
     topic = unique("long")
     create_topic(bootstrap, topic, PARTITIONS)
-    # Commits expire the oldest snapshots once there are more than 17, so the table never holds more
-    # than 17 + 1 + what one look commits before the sink's next commit (a compaction's partial
-    # progress, at most 20, and a conversion): 39, whatever the machine's speed. Whether a look finds
-    # any left to expire depends on how many it commits itself: the looks' own expiry is checked in
-    # the test after this one.
+    # Commits expire the oldest snapshots once there are more than 17, except while the connector
+    # compacts the table (its rewrite needs the snapshot it read). So the table never holds more than
+    # 17 + 1, plus the commits that land during one compaction, plus what one look commits before the
+    # sink's next commit (a compaction's partial progress, at most 20, and a conversion). Whether a
+    # look finds any left to expire depends on how many it commits itself: the looks' own expiry is
+    # checked in the test after this one.
     connector = upsert_connector(topic, warehouse, **TIGHT, **{"tabletopic.maintenance.snapshots.max-count": "17"})
     batches = 60
     group = f"connect-{connector['name']}"
@@ -192,15 +206,18 @@ def test_long_upsert_run_with_maintenance_matches_the_model(bootstrap: str, ware
     # A partition's position delete file is merged into by nearly every commit, so it is seldom
     # left dangling by a rewrite: compaction folds none, and merging bounds the delete files.
     assert any("compact" in e["steps"] and e["rewritten_files"] > 0 for e in maintained), maintained[-3:]
-    # 60 batches made at least 60 snapshots; the table holds at most 39 (above).
+    # 60 batches made at least 60 snapshots; once the last compaction has ended, the next commit
+    # leaves at most 17 + 1 + 21 (above).
     assert len(stats(warehouse).snapshots) < len(changes), len(changes)
     # Without maintenance 160 batches left over 150 delete files, 400 data files in a partition and 160
-    # snapshots (bench/long_upsert.py), about one of each per batch, so 60 batches would pass each bound;
-    # the files' bounds follow from the triggers (6 deletes per file) plus what the commits of one
-    # maintenance run add while it runs; the snapshots' from max-count (above).
-    assert worst["delete_files"] <= 40, worst
-    assert worst["most_files_in_partition"] <= 40, worst
-    assert worst["snapshots"] <= 40, worst
+    # snapshots (bench/long_upsert.py), about one of each per batch, so 60 batches would pass each bound.
+    # The files' bounds follow from the triggers (6 deletes per file) plus what the commits add while
+    # a look runs and until the next one compacts (two looks' commits at most); the snapshots' from
+    # max-count (above). How many commits land during a look depends on the machine's load.
+    during = most_commits_during_a_look(maintained, changes)
+    assert worst["delete_files"] <= max(40, 6 + 2 * during), (worst, during)
+    assert worst["most_files_in_partition"] <= max(40, 6 + 2 * during), (worst, during)
+    assert worst["snapshots"] <= 17 + 1 + 21 + during, (worst, during)
     assert not old_orphan.exists(), "an orphan older than the guard was kept"
     assert fresh_file.exists(), "a file younger than the guard was removed"
     assert_matches(warehouse, model, f"after {batches} batches")
