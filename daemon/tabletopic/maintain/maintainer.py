@@ -28,9 +28,15 @@ from tabletopic.maintain.table_maintenance import MaintenanceReport, Maintenance
 from tabletopic.maintain.table_stats import TableStats, stats_from_java
 from tabletopic.observe.metrics import SinkMetrics
 from tabletopic.write.iceberg_tables import IcebergTables
+from tabletopic.write.java_errors import describe
 
 log = structlog.get_logger(__name__)
 POOL = "tabletopic-maintenance"
+
+
+class MaintenanceFailed(RuntimeError):
+    """A run failed; the message says why in one line (a Java exception's classes and messages, cause by
+    cause, where py4j's own says only which call failed)."""
 
 
 class Maintainer:
@@ -103,7 +109,7 @@ class Maintainer:
                 self.last_error = f"{name}: {exc}"
                 self._metrics.maintenance_failures.labels(table=name).inc()
                 self._log.error("maintenance failed; it is tried again at the next look", table=name,
-                                error=str(exc).splitlines()[0][:500])
+                                error=str(exc)[:1000])
                 continue
             if report is not None:
                 self.last_error = None
@@ -121,6 +127,10 @@ class Maintainer:
         self.commit_positions.maintenance_starts(name)
         try:
             return self._maintain_now(name, epoch, look, keep_going)
+        except MaintenanceStopped:
+            raise
+        except Exception as exc:  # told here, off the loop: a Java exception's causes are read from the JVM
+            raise MaintenanceFailed(describe(exc)) from exc
         finally:
             self.commit_positions.maintenance_ends(name)
 

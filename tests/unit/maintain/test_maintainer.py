@@ -1,11 +1,15 @@
-"""When the maintainer looks at tables: one interval after it first sees them, then every interval."""
+"""When the maintainer looks at tables (one interval after it first sees them, then every interval), and what a
+run does to the commits beside it."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
-from tabletopic.maintain.maintainer import Maintainer
+import pytest
+
+from tabletopic.maintain.maintainer import Maintainer, MaintenanceFailed
 from tests.unit.fakes import metrics
 from tests.unit.maintain.test_plan import SETTINGS
 
@@ -57,3 +61,19 @@ def test_a_table_another_engine_compacts_is_due_only_at_its_looks_when_the_other
     assert maintainer.due() == ["db.a"]  # a round's conversion: never for db.ext, whose rewrites it would fail
     now[0] += 600
     assert maintainer.due() == ["db.a", "db.ext"]
+
+
+def test_a_run_stops_the_commits_expiry_until_it_ends_and_a_failed_one_says_why() -> None:
+    during: list[int] = []
+
+    def disk_gone(*args: object) -> None:
+        during.append(maintainer.commit_positions.snapshot_bound("db.t"))
+        raise OSError("the warehouse's disk is gone")
+
+    tables: Any = SimpleNamespace(spark=SimpleNamespace(join_job_group=disk_gone))
+    maintainer = Maintainer("c", "connect-c", tables, replace(SETTINGS, max_snapshots=17), metrics(),
+                            lambda: {"db.t"}, enabled=lambda table: True)
+    with pytest.raises(MaintenanceFailed, match=r"^the warehouse's disk is gone$"):
+        maintainer._maintain("db.t", 1, True, lambda: True)
+    assert during == [0]
+    assert maintainer.commit_positions.snapshot_bound("db.t") == 17
