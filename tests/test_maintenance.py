@@ -160,8 +160,8 @@ def test_long_upsert_run_with_maintenance_matches_the_model(bootstrap: str, ware
     topic = unique("long")
     create_topic(bootstrap, topic, PARTITIONS)
     # Commits expire the oldest snapshots once there are more than 17, except while the connector
-    # compacts the table (its rewrite needs the snapshot it read). So the table never holds more than
-    # 17 + 1, plus the commits that land during one compaction, plus what one look commits before the
+    # maintains the table (its steps read the snapshot they loaded). So the table never holds more than
+    # 17 + 1, plus the commits that land during one look, plus what one look commits before the
     # sink's next commit (a compaction's partial progress, at most 20, and a conversion). Whether a
     # look finds any left to expire depends on how many it commits itself: the looks' own expiry is
     # checked in the test after this one.
@@ -206,8 +206,8 @@ def test_long_upsert_run_with_maintenance_matches_the_model(bootstrap: str, ware
     # A partition's position delete file is merged into by nearly every commit, so it is seldom
     # left dangling by a rewrite: compaction folds none, and merging bounds the delete files.
     assert any("compact" in e["steps"] and e["rewritten_files"] > 0 for e in maintained), maintained[-3:]
-    # 60 batches made at least 60 snapshots; once the last compaction has ended, the next commit
-    # leaves at most 17 + 1 + 21 (above).
+    # 60 batches made at least 60 snapshots; once the last look has ended, the next commit leaves at
+    # most 17 + 1 + 21 (above).
     assert len(stats(warehouse).snapshots) < len(changes), len(changes)
     # Without maintenance 160 batches left over 150 delete files, 400 data files in a partition and 160
     # snapshots (bench/long_upsert.py), about one of each per batch, so 60 batches would pass each bound.
