@@ -59,6 +59,9 @@ class Member:
         self.generation = -1
         self._untrusted_logged = False
         self._held: deque[Message] = deque(maxlen=_HELD)  # messages from a generation not reached yet
+        # Set by every assignment and revocation: a flush waiting on a verdict looks again, since this
+        # member may lead now, or its answer may be owed to a newer coordinator.
+        self._regrouped = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.error_future: asyncio.Future[None] | None = None
 
@@ -99,6 +102,7 @@ class Member:
                       generation: int) -> None:
         """Coordinate while this member owns the first partition of the connector's topics."""
         self.generation = generation
+        self._regrouped.set()
         for message in [m for m in self._held if m.epoch <= generation]:
             self._held.remove(message)
             if message.epoch == generation:  # one of an earlier generation is over, and is dropped
@@ -109,6 +113,7 @@ class Member:
 
     def on_revoked(self, revoked: Iterable[TopicPartition], everything: set[TopicPartition]) -> None:
         """A member that loses the first partition stops coordinating at once, before the rebalance ends."""
+        self._regrouped.set()
         first = min(everything) if everything else None
         if first is not None and first in set(revoked):
             self.coordinator.resign("its first partition was revoked")
@@ -148,26 +153,54 @@ class Member:
         their partitions reads again: nothing is lost either way. False only if no coordinator
         answered in time; those records, too, are read again. ``closing`` (shutdown) also ends the
         coordinator's interval rounds; a pause keeps them, for the other members.
+
+        The group may rebalance while it waits. If this member then leads, nobody else runs a round
+        (a closing coordinator runs no interval rounds), so the flush runs one; if another member
+        leads, the answer goes to it at once under the new epoch instead of at its next round.
         """
         deadline = time.monotonic() + timeout_s
         if closing:
             await self.coordinator.close()  # the round under way commits what has arrived
         worker = self.worker
-        for _ in range(4):
-            if worker.in_flight is not None:
+        answers = 0
+        while True:
+            flight = worker.in_flight
+            if flight is not None:
+                self._regrouped.clear()
                 if self.coordinator.leader:
                     await self.coordinator.run_round(reason)
-                if not await worker.wait_settled(deadline - time.monotonic()):
+                elif flight.answer.epoch < self._answer_epoch():
+                    await worker.answer(None, self._answer_epoch(), reason)  # sent again, to the newer coordinator
+                settled = await self._settled_or_regrouped(deadline - time.monotonic())
+                if settled is None or (not settled and time.monotonic() >= deadline):
                     return False
+                if not settled:
+                    continue
                 if worker.rejected_last:
                     self._log.warning("the last answer was rejected; its records are read again by their next owner")
                     return True
+            if answers == 4 or time.monotonic() >= deadline:
+                return False  # records keep arriving faster than rounds commit them
             if self._answer_epoch() < 0:
                 return worker.in_flight is None  # no generation yet: nobody could commit an answer
             await worker.answer(None, self._answer_epoch(), reason)
+            answers += 1
             if worker.in_flight is None:
                 return True  # nothing left to hand over
-        return False
+
+    async def _settled_or_regrouped(self, timeout_s: float) -> bool | None:
+        """True once nothing is in flight, False if the group regrouped first, None if time ran out."""
+        settled = asyncio.ensure_future(self.worker.wait_settled(timeout_s))
+        regrouped = asyncio.ensure_future(self._regrouped.wait())
+        try:
+            await asyncio.wait({settled, regrouped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in (settled, regrouped):
+                waiter.cancel()
+            await asyncio.gather(settled, regrouped, return_exceptions=True)
+        if self.worker.in_flight is None:
+            return True
+        return False if regrouped.done() and not regrouped.cancelled() else None
 
     # -- readiness ----------------------------------------------------------------------------------
     def health(self) -> tuple[bool, str]:

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from tabletopic.commit.channel import Channel
-from tabletopic.commit.events import Answer, Start
+from tabletopic.commit.events import Answer, Message, Start, Verdict
 from tabletopic.commit.member import Member
 from tabletopic.kafka.clients import KafkaClients
 from tests.unit.fakes import TP0, TP1, FakeSink, FakeTables, metrics, run, settle
@@ -91,5 +91,61 @@ def test_held_messages_of_a_generation_that_is_over_are_dropped() -> None:
         member.on_assignment({TP0}, {TP0, TP1}, generation=6)  # generation 5 came and went meanwhile
         await settle()
         assert sent == []
+        dispatch.cancel()
+    run(go())
+
+
+def _looped_member(assigned: set[tuple[str, int]]) -> tuple[Member, FakeSink, FakeTables, list[Message]]:
+    """A member whose sends come back to it, as the control topic brings every member's messages."""
+    channel = Channel(KafkaClients(["127.0.0.1:1"], {}), "control", "c")
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+        channel.messages.put_nowait(message)
+
+    channel.send = send  # type: ignore[method-assign]
+    sink, tables = FakeSink(assigned), FakeTables()
+    member = Member("c", channel, sink, tables, metrics(), interval_s=3600, timeout_s=30, stall_intervals=3)
+    member.on_assignment(assigned, {TP0, TP1}, generation=4)  # TP0, the first partition, is elsewhere
+    return member, sink, tables, sent
+
+
+def test_a_member_that_comes_to_lead_during_its_shutdown_flush_commits_its_answer_itself() -> None:
+    # Seen in a scale-out run: the coordinator left, the stopping member got the first partition,
+    # and as a closing coordinator runs no interval rounds, nobody committed until its stop timed out.
+    async def go() -> None:
+        member, sink, tables, sent = _looped_member({TP1})
+        dispatch = asyncio.create_task(member._dispatch())
+        sink.take(TP1, 0, 10)
+        flush = asyncio.create_task(member.flush("shutdown", timeout_s=20))
+        await settle()
+        [first] = [m for m in sent if isinstance(m, Answer)]
+        assert first.epoch == 4 and not flush.done()  # nobody coordinates generation 4 any more
+        sink.assigned = {TP0, TP1}
+        member.on_assignment({TP0, TP1}, {TP0, TP1}, generation=5)
+        assert await flush
+        assert tables.offsets == {"db.t": {TP1: 10}} and sink.committed == [{TP1: 10}]
+        [start] = [m for m in sent if isinstance(m, Start)]
+        assert (start.epoch, start.reason) == (5, "shutdown")
+        dispatch.cancel()
+    run(go())
+
+
+def test_an_answer_owed_to_a_newer_coordinator_goes_to_it_at_once_during_a_flush() -> None:
+    async def go() -> None:
+        member, sink, _, sent = _looped_member({TP1})
+        dispatch = asyncio.create_task(member._dispatch())
+        sink.take(TP1, 0, 10)
+        flush = asyncio.create_task(member.flush("shutdown", timeout_s=20))
+        await settle()
+        member.on_assignment({TP1}, {TP0, TP1}, generation=5)  # another member leads generation 5
+        await settle()
+        first, again = [m for m in sent if isinstance(m, Answer)]
+        assert again.answer_id == first.answer_id and (again.epoch, again.ranges) == (5, {TP1: (0, 10)})
+        assert not flush.done()
+        member.channel.messages.put_nowait(Verdict("c", "r", 5, (again.answer_id,), {}, {"db.t": {TP1: 10}}))
+        assert await flush
+        assert sink.committed == [{TP1: 10}]
         dispatch.cancel()
     run(go())
