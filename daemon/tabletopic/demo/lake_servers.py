@@ -76,7 +76,7 @@ class _Server:
 
 
 class MotoLake(_Server):
-    """moto's server: S3 and Glue on one port, in memory.  Glue does not check VersionId on update."""
+    """moto's server: S3 and Glue on one port, in memory; Glue's updates held to their VersionId (moto_server.py)."""
 
     def __init__(self, bucket: str = "lake", log_path: Path | None = None) -> None:
         self.s3_port = free_port()
@@ -86,7 +86,8 @@ class MotoLake(_Server):
 
     def start(self) -> MotoLake:
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
-        self._proc = subprocess.Popen([_bin("moto_server", "moto[server]"), "-H", "127.0.0.1", "-p", str(self.s3_port)],
+        self._proc = subprocess.Popen([sys.executable, "-m", "tabletopic.demo.moto_server", "-H", "127.0.0.1",
+                                       "-p", str(self.s3_port)],
                                       stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         if not isinstance(out, int):  # a log file, not DEVNULL
             out.close()
