@@ -19,7 +19,8 @@ import pyarrow as pa
 import structlog
 
 from tabletopic.buffer.partition_ledger import PartitionLedger, Raised
-from tabletopic.buffer.table_buffer import Drained, TableBuffer
+from tabletopic.buffer.table_buffer import Drained
+from tabletopic.buffer.table_buffers import TableBuffers
 from tabletopic.convert.records import SinkRecords
 from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.observe.metrics import SinkMetrics
@@ -63,15 +64,13 @@ class SinkWriter:
         self._ledger = ledger
         self._parallelism = parallelism
         self._writes = ThreadPoolExecutor(parallelism, thread_name_prefix=f"write-{metrics.connector}")
-        self.buffers: dict[str, TableBuffer] = {}
+        self.buffers = TableBuffers()
         self._pending: dict[str, list[WrittenFiles]] = {}
         self._write_lock = asyncio.Lock()
         self._flushes: set[asyncio.Task[None]] = set()
         # Drained into a write still running: their bytes still count, and their floors may rise.
         self._in_flight: list[Drained] = []
-        # Sums over the buffers and the writes in flight, read for every batch taken: summing a thousand
-        # tables' buffers per batch made a trickle on a thousand topics more than the event loop could take.
-        self._held_bytes = self._held_records = self._flight_bytes = 0
+        self._flight_bytes = 0  # their bytes, summed as they come and go (read for every batch taken)
         self._flush_error: BaseException | None = None
         self._resets = 0  # a write that began before a reset is dropped when it ends
 
@@ -81,29 +80,16 @@ class SinkWriter:
 
     # -- ingest side (event loop, synchronous) ----------------------------------------------------
     def buffer(self, table: str, parts: list[SinkRecords]) -> None:
-        buffer = self.buffers.get(table)
-        if buffer is None:
-            buffer = self.buffers[table] = TableBuffer(table)
-        floors = self._ledger.floors(table)
-        bytes_before, records_before = buffer.nbytes, buffer.records
-        for part in parts:
-            buffer.add(part, floors.get((part.topic, part.partition)))
-        self._held_bytes += buffer.nbytes - bytes_before
-        self._held_records += buffer.records - records_before
-
-    def _recount(self) -> None:
-        """The sums over the buffers, after rows left several at once (a round, a commit, a revocation)."""
-        self._held_bytes = sum(b.nbytes for b in self.buffers.values())
-        self._held_records = sum(b.records for b in self.buffers.values())
+        self.buffers.add(table, parts, self._ledger.floors(table))
 
     @property
     def buffered_bytes(self) -> int:
         """Rows held in Python: buffered, and drained into a write that has not finished."""
-        return self._held_bytes + self._flight_bytes
+        return self.buffers.bytes + self._flight_bytes
 
     @property
     def buffered_records(self) -> int:
-        return self._held_records
+        return self.buffers.records
 
     def maybe_flush(self, names: Iterable[str]) -> None:
         """Write the rows of ``names`` (the tables just buffered) to files early when a buffer is large
@@ -126,12 +112,9 @@ class SinkWriter:
 
     async def _flush(self, name: str) -> None:
         async with self._write_lock:
-            buffer = self.buffers.get(name)
-            drained = buffer.drain(self._ledger.floors(name)) if buffer is not None else None
+            drained = self.buffers.drain(name, self._ledger.floors(name))
             if drained is None:
                 return
-            self._held_bytes -= drained.nbytes
-            self._held_records -= drained.records
             resets = self._resets
             try:
                 await self._write(drained, resets)
@@ -184,14 +167,13 @@ class SinkWriter:
                 error, self._flush_error = self._flush_error, None
                 raise RuntimeError(f"an early write failed: {error}") from error
             positions, starts = self._ledger.cut()
-            cut_at = {name: dict(self._ledger.floors(name)) for name in self.buffers}
-            drained = [d for d in (b.drain(cut_at[n]) for n, b in self.buffers.items()) if d is not None]
-            self._recount()
+            cut_at = {name: dict(self._ledger.floors(name)) for name in self.buffers.names()}
+            drained = self.buffers.drain_all(cut_at)
             await self._write_all(drained, resets)
             if resets != self._resets:
                 # Dropped while writing (a revocation): claim nothing, the rows are read again.
                 return WriteResult({}, {}, {}, {}, {})
-            written = {table: self._merged(parts) for table, parts in self._pending.items()}
+            written = {table: merged(parts) for table, parts in self._pending.items()}
             written_floors: dict[str, dict[TopicPartition, int] | None] = {}
             for table, parts in self._pending.items():
                 same = all(p.floors == parts[0].floors for p in parts)
@@ -218,28 +200,9 @@ class SinkWriter:
             if isinstance(outcome, BaseException):
                 raise outcome
 
-    @staticmethod
-    def _merged(parts: list[WrittenFiles]) -> TableFiles:
-        """One table's files of this answer, early writes' included."""
-        merged: TableFiles | None = None
-        for part in parts:
-            files = TableFiles(part.files, part.records, part.max_timestamp_ms, part.written_at_ms,
-                               part.valid_through_ms)
-            merged = files if merged is None else merged.merged(files)
-        assert merged is not None
-        return merged
-
     def drop_below(self, raised: Raised, why: str) -> None:
         """Floors rose: buffered rows below them are in their table already."""
-        total = 0
-        for table, tp, offset in raised:
-            buffer = self.buffers.get(table)
-            dropped = buffer.drop_below(tp, offset) if buffer is not None else 0
-            if dropped:
-                log.info(f"dropped buffered rows {why}", table=table, topic=tp[0], partition=tp[1], records=dropped)
-            total += dropped
-        if total:
-            self._recount()
+        self.buffers.drop_below(raised, why)
 
     def release(self, tps: set[TopicPartition]) -> bool:
         """Forget partitions that were revoked: their rows are re-read by their next owner.
@@ -255,11 +218,7 @@ class SinkWriter:
                      early_writes=len(self._flushes))
             self.reset()
             return True
-        for buffer in self.buffers.values():
-            dropped = buffer.discard(gone)
-            if dropped:
-                log.info("dropped buffered rows of revoked partitions", table=buffer.table, records=dropped)
-        self._recount()
+        self.buffers.discard(gone)
         self._ledger.release(gone)
         return False
 
@@ -289,12 +248,20 @@ class SinkWriter:
         """
         self._resets += 1
         self._flush_error = None
-        for buffer in self.buffers.values():
-            buffer.clear()
         self.buffers.clear()
-        self._recount()
         self._pending.clear()
         self._ledger.reset()
+
+
+def merged(parts: list[WrittenFiles]) -> TableFiles:
+    """One table's files of an answer, early writes' included."""
+    out: TableFiles | None = None
+    for part in parts:
+        files = TableFiles(part.files, part.records, part.max_timestamp_ms, part.written_at_ms,
+                           part.valid_through_ms)
+        out = files if out is None else out.merged(files)
+    assert out is not None
+    return out
 
 
 def shares(drained: list[Drained], count: int) -> list[list[Drained]]:

@@ -209,7 +209,7 @@ def test_the_buffered_sums_follow_every_way_rows_come_and_go() -> None:
     writer, ledger = _sink({}, _Files())
 
     def consistent() -> tuple[int, int]:
-        held = (sum(b.records for b in writer.buffers.values()), sum(b.nbytes for b in writer.buffers.values()))
+        held = (sum(b.records for b in writer.buffers), sum(b.nbytes for b in writer.buffers))
         assert (writer.buffered_records, writer.buffered_bytes) == held
         return held
 
