@@ -284,7 +284,7 @@ class ConnectorRuntime:
 def check_catalog(tables: IcebergTables, config: ConnectorConfig) -> None:
     """The catalog answers, and the static tables can be opened: before joining the group."""
     try:
-        tables.jvm_catalog()
+        tables.catalog.check()
         for name in config.tables or []:
             tables.exists(name)
     except TableError:

@@ -2,14 +2,15 @@
 
 All calls go through py4j into Iceberg's Java library inside Spark's JVM. Loaded tables are kept,
 least recently used first and at most ``tabletopic.tables.max-cached``, released once idle, and
-mirrored in a Java map for calls about many tables at once. A table missing with auto-create on is
-made by :mod:`tabletopic.write.table_creation`.
+mirrored in a Java map for calls about many tables at once. The catalog is
+:mod:`tabletopic.write.iceberg_catalog`'s, a table's schema and keys are read by
+:mod:`tabletopic.write.handle_reader`, and a table missing with auto-create on is made by
+:mod:`tabletopic.write.table_creation`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 from collections import OrderedDict
@@ -20,21 +21,20 @@ from typing import Any
 
 import pyarrow as pa
 import structlog
-from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import StructType
 
 from tabletopic.config.connector import ConnectorConfig, TableConfig
 from tabletopic.offsets.source_offsets import Recorded
-from tabletopic.write.column_conversion import ICEBERG_TYPE
+from tabletopic.write.handle_reader import HandleReader
+from tabletopic.write.iceberg_catalog import IcebergCatalog
 from tabletopic.write.java_errors import JAVA_ERRORS, java_error_message
-from tabletopic.write.java_snapshots import read_refreshed, tables_recording
-from tabletopic.write.parquet_encoding import layouts
+from tabletopic.write.java_snapshots import read_refreshed
 from tabletopic.write.spark_session import SparkRuntime
 from tabletopic.write.table_actions import TableActions
 from tabletopic.write.table_creation import CreationSettings, TableCreation
 from tabletopic.write.table_handle import CatalogUnavailable, TableError, TableHandle, TableMissing
 
 log = structlog.get_logger(__name__)
+
 
 @dataclass(frozen=True)
 class TablesSettings:
@@ -74,23 +74,17 @@ class IcebergTables:
         self._seen: set[str] = set()  # every table loaded or created here, cached or not: known()
         self._lock = threading.RLock()
         self._opening: dict[str, Future[None]] = {}  # tables a thread is loading or creating now
-        self._listing: Any = None
-        # The catalog is looked up once: through Spark's catalog manager it took five py4j calls, for
-        # every table a Table Topic connector creates. It stays valid while this connector uses it.
-        self._java_catalog: Any = None
         # The loaded tables by name in the JVM too (a ConcurrentHashMap), for calls about many tables at
         # once: handing a thousand tables to one py4j call takes a call each.
         self._by_name: Any = None
         # Order _mirror's py4j calls for each name (a stripe per name); taken before _lock, never under it.
         self._mirror_locks = [threading.Lock() for _ in range(16)]
-        self._creation = TableCreation(spark, settings.creation, self.listing_catalog)
-        spark.register_catalog(settings.catalog_name, settings.catalog_props)
+        self.catalog = IcebergCatalog(spark, settings.catalog_name, settings.catalog_props)
+        self._reader = HandleReader(spark, settings.parquet_encoder, settings.write_props, settings.table)
+        self._creation = TableCreation(spark, settings.creation, self.catalog.listing)
 
     def close(self) -> None:
-        """This connector no longer uses its catalog name (a reconfiguration may change its properties)."""
-        with self._lock:
-            self._java_catalog = None
-        self._spark.release_catalog(self._settings.catalog_name)
+        self.catalog.close()
 
     @property
     def jvm(self) -> Any:
@@ -100,40 +94,11 @@ class IcebergTables:
     def spark(self) -> SparkRuntime:
         return self._spark
 
-    def _catalog(self) -> Any:
-        if self._java_catalog is not None:
-            return self._java_catalog
-        try:
-            with self._lock:
-                self._java_catalog = self._spark.iceberg_catalog(self._settings.catalog_name)
-                return self._java_catalog
-        except JAVA_ERRORS as exc:
-            raise CatalogUnavailable(f"cannot open Iceberg catalog {self._settings.catalog_name!r} "
-                                     f"({java_error_message(exc)}); check the iceberg.catalog.* keys") from exc
-
-    def jvm_catalog(self) -> Any:
-        return self._catalog()
-
-    def listing_catalog(self) -> Any:
-        """The catalog itself, not Spark's caching wrapper, which hides namespace listing."""
-        with self._lock:
-            if self._listing is None:
-                session = self._spark.activate()
-                props = {k: v for k, v in self._settings.catalog_props.items()}
-                self._listing = self.jvm.org.apache.iceberg.CatalogUtil.buildIcebergCatalog(
-                    self._settings.catalog_name, props, session.sparkContext._jsc.hadoopConfiguration())
-            return self._listing
+    def exists(self, name: str) -> bool:
+        return self.catalog.exists(name)
 
     def tables_recording(self, group_id: str, namespace: str | None = None) -> set[str]:
-        """The catalog's tables, in ``namespace`` and under it or anywhere, that record ``group_id``'s
-        offsets: those a dynamically routed connector may have written."""
-        catalog = self.jvm.org.apache.iceberg.catalog
-        # Namespace.of takes varargs, which py4j cannot pass: parse a table name in it instead.
-        root = catalog.TableIdentifier.parse(f"{namespace}.t").namespace() if namespace else catalog.Namespace.empty()
-        return tables_recording(self.listing_catalog(), root, group_id)
-
-    def _ident(self, name: str) -> Any:
-        return self._spark.java_class("org.apache.iceberg.catalog.TableIdentifier").parse(name)
+        return self.catalog.tables_recording(group_id, namespace)
 
     def known(self) -> list[str]:
         """The tables this connector has loaded or created since it started."""
@@ -148,12 +113,6 @@ class IcebergTables:
     def loaded_count(self) -> int:
         with self._lock:
             return len(self._handles)
-
-    def exists(self, name: str) -> bool:
-        try:
-            return bool(self._catalog().tableExists(self._ident(name)))
-        except JAVA_ERRORS as exc:
-            raise CatalogUnavailable(f"cannot look up table {name}: {java_error_message(exc)}") from exc
 
     def get(self, name: str, sample: pa.Schema | None = None) -> TableHandle:
         """The table, created from ``sample`` if it is missing and auto-create is on.
@@ -184,8 +143,8 @@ class IcebergTables:
             opening.set_result(None)
 
     def _open(self, name: str, sample: pa.Schema | None) -> TableHandle:
-        catalog = self._catalog()
-        ident = self._ident(name)
+        catalog = self.catalog.java()
+        ident = self.catalog.ident(name)
         try:
             if catalog.tableExists(ident):
                 java = catalog.loadTable(ident)
@@ -198,7 +157,7 @@ class IcebergTables:
                                    "iceberg.tables.auto-create-enabled=true")
         except JAVA_ERRORS as exc:
             raise CatalogUnavailable(f"cannot load table {name}: {java_error_message(exc)}") from exc
-        return self._handle(name, java)
+        return self._reader.read(name, java)
 
     def java_tables(self) -> Any:
         """The loaded tables as a Java ``Map<String, Table>``, kept in step with :meth:`get`'s cache.
@@ -284,7 +243,7 @@ class IcebergTables:
         handle = self.get(name)  # not under the lock: get may wait for another thread opening it
         handle.java.refresh()
         if handle.java.schema().schemaId() != handle.schema_id:
-            handle = self._handle(name, handle.java)
+            handle = self._reader.read(name, handle.java)
             self._keep(handle)
         return handle
 
@@ -293,55 +252,3 @@ class IcebergTables:
             dropped = [self._drop(name)] if self._handles.pop(name, None) is not None else []
             self._seen.discard(name)
         self._mirror(dropped)
-
-    def _handle(self, name: str, java: Any) -> TableHandle:
-        encoder = self._settings.parquet_encoder
-        # A cluster's executors are there to take the encoding off the daemon's host: auto leaves it to them.
-        by_arrow = encoder == "arrow" or (encoder == "auto" and self._spark.local)
-        current = json.loads(self._spark.java_class("tabletopic.TableShapes").currentJson(
-            java, json.dumps(self._settings.write_props) if by_arrow else None))
-        arrow = _with_iceberg_types(to_arrow_schema(StructType.fromJson(json.loads(current["spark"]))),
-                                    current.get("iceberg", {}))
-        handle = TableHandle(name, java, arrow, int(current["schema_id"]), self._settings.table(name).commit_branch)
-        if by_arrow:
-            handle.parquet, handle.delete_parquet = layouts(arrow, current["parquet"])
-        if self._settings.table(name).keyed:
-            self._key(handle)
-        return handle
-
-    def _key(self, handle: TableHandle) -> None:
-        """Resolve the id columns of a keyed table and the spec its equality deletes use."""
-        schema = handle.java.schema()
-        # Set ones win; else the table's identifier fields, as Iceberg's own writers take them.
-        columns = self._settings.table(handle.name).id_columns or [str(c) for c in schema.identifierFieldNames()]
-        missing = [c for c in columns if schema.findField(c) is None]
-        if not columns or missing:
-            have = [c.name() for c in schema.columns()]
-            why = "none are set, and the table has no identifier fields" if not columns else f"{missing} are not in it"
-            raise TableError(
-                f"table {handle.name} cannot be upserted on id columns {columns}: {why} (its columns: {have}); set "
-                f"iceberg.table.{handle.name}.id-columns or iceberg.tables.default-id-columns, or the table's "
-                "identifier fields")
-        handle.id_columns = list(columns)
-        handle.equality_ids = [int(schema.findField(c).fieldId()) for c in columns]
-        try:
-            handle.delete_spec_id = int(self._spark.java_class("tabletopic.TableSpecs").ensureUnpartitionedSpec(
-                handle.java))
-        except JAVA_ERRORS as exc:
-            raise TableError(f"table {handle.name}: cannot add the unpartitioned spec that global equality "
-                             f"deletes need: {java_error_message(exc)}") from exc
-
-def _with_iceberg_types(schema: pa.Schema, hidden: dict[str, str]) -> pa.Schema:
-    """``schema`` with the Iceberg type of each column whose Arrow type does not tell it (a uuid is a string,
-    a fixed a binary) in the field's metadata, for :mod:`tabletopic.write.column_conversion`."""
-    if not hidden:
-        return schema
-
-    def mark(field: pa.Field, path: str) -> pa.Field:
-        if path in hidden:
-            return field.with_metadata({**(field.metadata or {}), ICEBERG_TYPE: hidden[path].encode()})
-        if pa.types.is_struct(field.type):
-            return field.with_type(pa.struct([mark(child, f"{path}.{child.name}") for child in field.type]))
-        return field
-
-    return pa.schema([mark(field, field.name) for field in schema], metadata=schema.metadata)
