@@ -22,15 +22,11 @@ from faust.types import TP
 from tabletopic.commit.member import Member
 from tabletopic.consume.batch_fetch import Fetch
 from tabletopic.consume.continuity import STALE
-from tabletopic.consume.faust_aiokafka import (
-    FetchSizes,
-    commit_offsets,
-    kafka_consumer,
-    paused_partitions,
-    set_resubscribe_delay,
-)
+from tabletopic.consume.faust_aiokafka import FetchSizes, commit_offsets, set_resubscribe_delay
 from tabletopic.consume.faust_app import ConsumerSettings, faust_app
+from tabletopic.consume.flow_control import FlowControl
 from tabletopic.consume.group_offsets import GroupOffsetCommits, report_lag
+from tabletopic.consume.rebalance import RebalanceHooks
 from tabletopic.consume.take import RecordTaking, fetch_bytes
 from tabletopic.consume.topic_watch import TopicWatch
 from tabletopic.core import scratch_files
@@ -50,8 +46,9 @@ _PARTITIONS_AT_ONCE = 64
 
 
 class FaustConsumer:
-    """The connector's consumer: the Faust app, its agent and its rebalance hooks. Runs on the event loop;
-    owns the lag and topic-watch tasks and cancels them at stop."""
+    """The connector's consumer: the Faust app and its agent, gated by :class:`FlowControl`, rebalanced by
+    :class:`RebalanceHooks`. Runs on the event loop; owns the lag and topic-watch tasks and cancels them
+    at stop."""
 
     def __init__(self, settings: ConsumerSettings, clients: KafkaClients, task: SinkTask, member: Member) -> None:
         self.clients = clients
@@ -60,10 +57,6 @@ class FaustConsumer:
         self.log = log.bind(connector=settings.name)
         self.fatal: BaseException | None = None
         self.failed = asyncio.Event()
-        self._draining = False
-        self._running = asyncio.Event()  # cleared while the connector is paused: fetches wait in the channel
-        self._running.set()
-        self._taking = asyncio.Lock()  # held while a fetch is being ingested
         self._tasks: list[asyncio.Task[None]] = []
         # Faust makes its data directory at start even for in-memory tables: left to itself, it makes
         # <group>-data in the working directory of every process. Nothing in it outlives the consumer.
@@ -86,18 +79,17 @@ class FaustConsumer:
         self.batches = self.app.channel(maxsize=4)
         self.waiting_bytes = 0  # values and keys fetched and not yet taken: they count toward buffer.max-bytes
         self._waiting: collections.deque[int] = collections.deque()  # each waiting fetch's bytes, in channel order
-        self._memory_paused: set[TP] = set()  # partitions paused here because the buffers are full
+        self.flow = FlowControl(self.app, member, lambda: task.writer.buffered_bytes, task.config.buffer_max_bytes,
+                                lambda: self.waiting_bytes, self.log)
         self.app.fetch_sizes = FetchSizes(settings.fetch_min_bytes, settings.fetch_max_wait_ms,
                                           settings.isolation_level)
         self.app.deliver_batch = self._deliver
         self.app.on_drained = lambda wall, cpu: task.metrics.add_stage("fetch", wall, cpu)
         self.app.on_fetch_failed = self._fetch_failed
         self.app.agent(self.batches, name=f"tabletopic-{settings.name}")(self._consume)
-        # Faust's stub asks for handlers of (sender, *args); it calls them (sender, partitions, signal=...).
-        self.app.on_partitions_assigned.connect(self._on_assigned)  # type: ignore[arg-type]
-        self.app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
+        self.rebalances = RebalanceHooks(self.app, task, member, self._fail, self.log)
         self.group_offsets = GroupOffsetCommits(self._commit_group, self.log)
-        task.bind_consumer(self.group_offsets.submit, self._reseek_all,
+        task.bind_consumer(self.group_offsets.submit, self.rebalances.reseek_all,
                            lambda tp, offset: self.app.request_seek(TP(*tp), offset), lambda: self.waiting_bytes)
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -130,45 +122,18 @@ class FaustConsumer:
                 self._subscribe(found)
 
     async def drain(self, wait_s: float) -> None:
-        """Stop handing records to the sink (the final round follows).
-
-        The fetch being ingested ends first, for at most ``wait_s``, so that its records are in the final
-        round: one may be waiting for its new table to be created. Past that its records are read again
-        after a restart, as any not committed.
-        """
-        self._draining = True
-        self._running.set()  # a paused agent wakes up, to skip what is left
-        try:
-            await asyncio.wait_for(self._ingested(), wait_s)
-        except asyncio.TimeoutError:
-            self.log.warning("the records being ingested did not reach the buffers before the final round; "
-                             "they are read again after a restart", waited_s=wait_s)
-
-    async def _ingested(self) -> None:
-        async with self._taking:
-            pass
+        """Take no more records; the fetch being taken ends first (:meth:`FlowControl.drain`)."""
+        await self.flow.drain(wait_s)
 
     async def hold(self) -> None:
-        """Pause: take no more fetches, once the one being ingested is done.
-
-        The member stays in its group (its heartbeats go on), the channel fills and Faust's fetch
-        loop waits on it: nothing is read, and nothing fetched is lost.
-        """
-        self._running.clear()
-        async with self._taking:
-            pass
+        """Pause; the member stays in its group (:meth:`FlowControl.hold`)."""
+        await self.flow.hold()
 
     def release(self) -> None:
-        """Resume after :meth:`hold`."""
-        self._running.set()
-
-    @property
-    def held(self) -> bool:
-        return not self._running.is_set()
+        self.flow.release()
 
     async def stop(self) -> None:
-        self._draining = True
-        self._running.set()
+        self.flow.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -187,10 +152,10 @@ class FaustConsumer:
         async for fetch in stream:
             generations, batches = fetch
             self.waiting_bytes -= self._waiting.popleft() if self._waiting else 0
-            await self._running.wait()
-            if self._draining or self.fatal is not None:
+            await self.flow.wait_running()
+            if self.flow.draining or self.fatal is not None:
                 continue
-            async with self._taking:
+            async with self.flow.taking:
                 await self._ingest(generations, batches)
 
     async def _ingest(self, generations: dict[TP, int], batches: dict[TP, list[Any]]) -> None:
@@ -206,8 +171,8 @@ class FaustConsumer:
                 for outcome in outcomes:
                     if isinstance(outcome, BaseException):
                         raise outcome
-            if self.task.over_memory and not self._draining:
-                await self._relieve()
+            if self.task.over_memory and not self.flow.draining:
+                await self.flow.relieve()
         except RecordFailed as exc:
             self._fail(exc)
         except Exception as exc:  # any other fault stops the connector rather than skipping records
@@ -222,30 +187,6 @@ class FaustConsumer:
         if raw is not None:
             await self.task.ingest(raw)
 
-    async def _relieve(self) -> None:
-        """Over tabletopic.buffer.max-bytes: pause the partitions until a commit has drained the buffers.
-
-        A paused partition stays assigned (no rebalance); aiokafka keeps at most one fetch of it, which
-        is not drained until it resumes, so nothing fetched is dropped or read twice. Fetches already
-        handed over wait in the channel and count toward the bound.
-        """
-        assigned = set(self.app.consumer.assignment())
-        self._memory_paused = assigned - paused_partitions(self.app)
-        self.app.consumer.pause_partitions(self._memory_paused)
-        self.log.info("buffers over tabletopic.buffer.max-bytes: partitions paused until a commit drains them",
-                      buffered_bytes=self.task.writer.buffered_bytes, waiting_bytes=self.waiting_bytes)
-        try:
-            # The first relief writes what is buffered and hands it over (an early commit); more are needed
-            # only while an earlier answer, still unsettled, kept it from writing. Fetches waiting in the
-            # channel are not waited for: they are taken once the partitions resume.
-            await self.member.relieve()
-            while self.task.writer.buffered_bytes > self.task.config.buffer_max_bytes and not self._draining:
-                await self.member.relieve()
-        finally:
-            resumed = self._memory_paused & set(self.app.consumer.assignment())
-            self.app.consumer.resume_partitions(resumed)
-            self._memory_paused = set()
-
     def _fetch_failed(self, exc: BaseException) -> None:
         self.log.error("the consumer's fetch loop failed; the connector stops rather than read nothing",
                        error=str(exc) or type(exc).__name__)
@@ -254,41 +195,6 @@ class FaustConsumer:
     def _fail(self, exc: BaseException) -> None:
         self.fatal = exc
         self.failed.set()
-
-    # -- rebalances -------------------------------------------------------------------------------
-    async def _on_assigned(self, sender: Any, assigned: set[TP], **_: Any) -> None:
-        tps = {(tp.topic, tp.partition) for tp in assigned}
-        try:
-            seeks = await self.task.on_assigned(tps)
-        except Exception as exc:
-            self.log.exception("cannot read positions from the tables; stopping rather than guessing")
-            self._fail(exc)
-            return
-        for (topic, partition), offset in seeks.items():
-            await self.app.seek(TP(topic, partition), offset)
-        self.member.on_assignment(tps, self._all_partitions(), int(self.app.consumer_generation_id or 0))
-        self.log.info("partitions assigned", partitions=len(tps), seeked=len(seeks))
-
-    def _all_partitions(self) -> set[tuple[str, int]]:
-        """Every partition of the subscribed topics, across all members (the coordinator waits for them)."""
-        consumer = kafka_consumer(self.app)
-        out: set[tuple[str, int]] = set()
-        for topic in consumer.subscription():
-            out |= {(topic, p) for p in consumer.partitions_for_topic(topic) or ()}
-        return out
-
-    async def _on_revoked(self, sender: Any, revoked: set[TP], **_: Any) -> None:
-        tps = {(tp.topic, tp.partition) for tp in revoked}
-        self.log.info("partitions revoked", partitions=len(tps))
-        if tps:
-            self.member.on_revoked(tps, self._all_partitions())
-        await self.task.on_revoked(tps)
-
-    async def _reseek_all(self) -> None:
-        """After a fenced commit: positions come from the tables again."""
-        seeks = await self.task.seek_positions(set(self.task.assigned))
-        for (topic, partition), offset in seeks.items():
-            self.app.request_seek(TP(topic, partition), offset)
 
     # -- group offsets, for lag tools -------------------------------------------------------------
     async def _commit_group(self, positions: dict[tuple[str, int], int]) -> None:
