@@ -13,23 +13,33 @@ Where it differs:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
 
 from tabletopic.config.catalog_settings import plan_catalog
-from tabletopic.config.connector import ConnectorConfig
 
 
 class CatalogNotSupported(RuntimeError):
     """This catalog cannot be read without the JVM."""
 
 
-def open_table(config: ConnectorConfig, name: str) -> Any:
-    return open_catalog_table(config.catalog_name, config.catalog_props, name)
+class NamedCatalog(Protocol):
+    """The two keys a read through pyiceberg needs: a connector's configuration has both."""
+
+    @property
+    def catalog_name(self) -> str: ...  # iceberg.catalog
+
+    @property
+    def catalog_props(self) -> Mapping[str, str]: ...  # iceberg.catalog.*, without the prefix
 
 
-def open_catalog_table(catalog_name: str, catalog_props: dict[str, str], name: str) -> Any:
+def open_table(catalog: NamedCatalog, name: str) -> Any:
+    return open_catalog_table(catalog.catalog_name, catalog.catalog_props, name)
+
+
+def open_catalog_table(catalog_name: str, catalog_props: Mapping[str, str], name: str) -> Any:
     """Table ``name`` of the catalog that ``iceberg.catalog.*`` properties ``catalog_props`` describe."""
     props = dict(catalog_props)
     kind = plan_catalog(props).kind
