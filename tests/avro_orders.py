@@ -9,14 +9,15 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroSerializer
-from confluent_kafka.serialization import MessageField, SerializationContext
-
 AVRO = "io.confluent.connect.avro.AvroConverter"
 
 
 def serializer(url: str, schema: dict[str, Any]) -> Callable[[str, dict[str, Any]], bytes]:
+    # Here, not at the top: the unit tests that take the schemas below need no client (half a second to import).
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
     serializer = AvroSerializer(SchemaRegistryClient({"url": url}), json.dumps(schema))
     return lambda topic, value: serializer(value, SerializationContext(topic, MessageField.VALUE))  # type: ignore
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 ENVELOPE_SCHEMA = {"type": "struct", "optional": False, "fields": [
@@ -19,6 +20,11 @@ ENVELOPE_SCHEMA = {"type": "struct", "optional": False, "fields": [
         {"field": "name", "type": "string", "optional": True},
         {"field": "score", "type": "float64", "optional": True}]},
 ]}
+
+
+def json_envelope(schema: dict[str, Any], payload: dict[str, Any]) -> bytes:
+    """A record of JsonConverter with schemas.enable=true: the schema beside its payload."""
+    return json.dumps({"schema": schema, "payload": payload}, separators=(",", ":")).encode()
 
 
 def decimal_bytes(unscaled: int) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.support import json_envelope
+from tests.connect_json import json_envelope
 
 COLUMNS = {
     "customers": [{"field": "id", "type": "int32", "optional": False},

@@ -283,11 +283,6 @@ def duckdb_connection(s3: bool = False) -> duckdb.DuckDBPyConnection:
     return duckdb_offline("avro", "iceberg", *(("httpfs",) if s3 else ()))
 
 
-def json_envelope(schema: dict[str, Any], payload: dict[str, Any]) -> bytes:
-    return json.dumps({"schema": schema, "payload": payload}, separators=(",", ":")).encode()
-
-
-
 def run_in_process(spark: SparkRuntime, worker: dict[str, Any], connectors: list[dict[str, Any]],
                    until: Callable[[Any], bool], timeout: float = 120,
                    during: Callable[[Any], Any] | None = None) -> tuple[int, Any]:

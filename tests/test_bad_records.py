@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from tabletopic.write.spark_session import SparkRuntime
+from tests.connect_json import json_envelope
 from tests.support import (
     DaemonProcess,
     Warehouse,
     connector_props,
     create_topic,
     failed_task_trace,
-    json_envelope,
     listening_daemon,
     produce,
     read_topic,

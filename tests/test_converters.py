@@ -11,12 +11,11 @@ from pathlib import Path
 import aiohttp
 
 from tabletopic.write.spark_session import SparkRuntime
-from tests.connect_json import ENVELOPE_SCHEMA, typed_row
+from tests.connect_json import ENVELOPE_SCHEMA, json_envelope, typed_row
 from tests.support import (
     Warehouse,
     connector_props,
     create_topic,
-    json_envelope,
     produce,
     run_in_process,
     unique,

@@ -18,13 +18,13 @@ from tabletopic.offsets.source_offsets import Recorded, offsets_key, round_start
 from tabletopic.task.sink_task import SinkTask
 from tabletopic.write.spark_session import SparkRuntime
 from tabletopic.write.table_committer import CommitFailed, CommitResult, TableCommitter
+from tests.connect_json import json_envelope
 from tests.support import (
     DaemonProcess,
     Warehouse,
     connector_props,
     create_topic,
     duckdb_connection,
-    json_envelope,
     produce,
     run_in_process,
     unique,

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from tabletopic.write.spark_session import SparkRuntime
+from tests.connect_json import json_envelope
 from tests.support import (
     Warehouse,
     connector_props,
     create_topic,
     duckdb_connection,
-    json_envelope,
     produce,
     run_in_process,
     unique,

@@ -157,7 +157,7 @@ def test_upsert_into_a_table_without_the_id_columns_stops_with_a_clear_error(
 
 def test_commit_branch_force_optional_and_case_insensitive(bootstrap: str, spark: SparkRuntime,
                                                            warehouse: Warehouse) -> None:
-    from tests.support import json_envelope
+    from tests.connect_json import json_envelope
 
     topic, table = unique("branch"), "keys.branched"
     create_topic(bootstrap, topic, 1)
@@ -264,8 +264,8 @@ def test_arrow_and_icebergs_writer_make_the_same_rows_and_metrics(bootstrap: str
                                                                    warehouse: Warehouse) -> None:
     """Two connectors read one topic of Connect's types, one through each encoder: the tables' rows are
     equal, and so are their files' counts and bounds, read by Iceberg from the footers."""
-    from tests.connect_json import ENVELOPE_SCHEMA, typed_row
-    from tests.support import duckdb_connection, json_envelope
+    from tests.connect_json import ENVELOPE_SCHEMA, json_envelope, typed_row
+    from tests.support import duckdb_connection
 
     schema = {**ENVELOPE_SCHEMA, "fields": [f for f in ENVELOPE_SCHEMA["fields"] if f["field"] != "at"]}
     topic, n = unique("encoders"), 250

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-from pyiceberg.catalog.sql import SqlCatalog
 
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
@@ -14,6 +13,8 @@ from tabletopic.ops.connector_status import table_statuses
 
 def test_a_table_not_created_yet_is_reported_as_such_beside_one_that_exists(tmp_path: Path) -> None:
     # A hadoop catalog's layout: the table's metadata under <warehouse>/db/made, found by its version hint.
+    from pyiceberg.catalog.sql import SqlCatalog  # a second to import: only where it is used
+
     catalog = SqlCatalog("c", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/wh")
     catalog.create_namespace("db")
     made_table = catalog.create_table("db.made", pa.schema([pa.field("id", pa.int64())]))

@@ -7,13 +7,14 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from pyiceberg.catalog.sql import SqlCatalog
 
 from tabletopic.ops.table_integrity import check_table
 
 
 @pytest.fixture
 def table(tmp_path: Path) -> Any:
+    from pyiceberg.catalog.sql import SqlCatalog  # a second to import: only where it is used
+
     catalog = SqlCatalog("t", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/wh")
     catalog.create_namespace("db")
     created = catalog.create_table("db.events", pa.schema([pa.field("id", pa.int64())]))
@@ -63,6 +64,8 @@ def test_a_missing_manifest_is_named_and_its_files_are_not_guessed(table: Any) -
 
 
 def test_a_table_without_snapshots_has_nothing_to_check(tmp_path: Path) -> None:
+    from pyiceberg.catalog.sql import SqlCatalog  # a second to import: only where it is used
+
     catalog = SqlCatalog("t", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/wh")
     catalog.create_namespace("db")
     empty = catalog.create_table("db.empty", pa.schema([pa.field("id", pa.int64())]))

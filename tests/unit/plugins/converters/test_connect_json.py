@@ -8,8 +8,7 @@ import decimal
 import pyarrow as pa
 
 from tabletopic_plugins.converters.json_converter import JsonConverter
-from tests.connect_json import ENVELOPE_SCHEMA, typed_row
-from tests.support import json_envelope
+from tests.connect_json import ENVELOPE_SCHEMA, json_envelope, typed_row
 
 
 def _convert(values: list[bytes]) -> tuple[pa.Table, list]:
