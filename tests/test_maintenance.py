@@ -679,8 +679,9 @@ def test_another_engines_compaction_lands_on_a_table_marked_external_compaction(
     """An upsert table committed every 2 s, which a separate Spark session compacts as its scheduler
     would, with rewrite_data_files' defaults. With iceberg.table.<t>.external-compaction the commits
     carry equality deletes only, which never fail a rewrite; only the daemon's looks put position
-    deletes on data files. Each rewrite here starts right after a look has ended, so the next look
-    comes an interval (25 s) after it: by construction none runs beside it, and every rewrite lands."""
+    deletes on data files. Each rewrite here starts right after a look has ended, and the next look
+    comes an interval (25 s) after that end however long the look took: by construction none runs
+    beside a rewrite that takes less, and every such rewrite lands."""
     topic = unique("external")
     create_topic(bootstrap, topic, PARTITIONS)
     connector = upsert_connector(topic, warehouse, **{
@@ -707,11 +708,14 @@ def test_another_engines_compaction_lands_on_a_table_marked_external_compaction(
         for _ in range(3):
             looks = len(events(daemon, "maintained"))
             wait_until(lambda seen=looks: len(events(daemon, "maintained")) > seen, 120, "a look to end", daemon)
+            started = time.monotonic()
             try:
                 warehouse.sql(f"CALL {{c}}.system.rewrite_data_files(table => '{TABLE}')")
                 landed += 1
-            except Exception as exc:  # py4j's error, told by its message
-                refused.append(str(exc).splitlines()[0][:300])
+            except Exception as exc:  # py4j's error: its second line names the Java exception
+                look = events(daemon, "maintained")[-1]
+                refused.append(f"after a look of {look['seconds']} s, a rewrite of "
+                               f"{time.monotonic() - started:.1f} s: {' '.join(str(exc).splitlines()[:2])[:400]}")
         wait_until(lambda: len(events(daemon, "committed")) >= 40, 300, "40 commits", daemon)
     finally:
         stop.set()

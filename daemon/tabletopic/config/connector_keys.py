@@ -240,7 +240,8 @@ CONNECTOR_KEYS: dict[str, Key] = _keys(
         "orphan removal, manifest rewrite): auto runs it when upsert or CDC is on, true always, false never.",
         allowed=("auto", "true", "false")),
     Key("tabletopic.maintenance.interval-ms", KeyType.LONG, 600_000,
-        "How often each table is looked at; a look reads only metadata, and acts when a trigger below is met.",
+        "How long after its last look ended each table is looked at again; a look reads only metadata, "
+        "and acts when a trigger below is met.",
         minimum=0),
     Key("tabletopic.maintenance.equality-deletes.convert", KeyType.STRING, "commit",
         "Turn the table's equality deletes into position deletes: only the key columns of the data files they "

@@ -1,7 +1,7 @@
 """One connector's table maintenance, run by its coordinator between rounds and under its epoch.
 
-The coordinator starts a run after a round when a table is due (``interval-ms`` since it was last
-looked at); the member's MaintenanceRuns owns the task: it interrupts it when the coordinator
+The coordinator starts a run after a round when a table is due (``interval-ms`` since its last look
+ended); the member's MaintenanceRuns owns the task: it interrupts it when the coordinator
 resigns, and stops and awaits it when the member stops. A table whose maintenance failed is
 ``last_error`` until its next look succeeds, and /ready shows it. A run looks at one table at a
 time on its own thread, so the round loop never waits for it. Its Spark jobs go to their own
@@ -111,6 +111,12 @@ class Maintainer:
                 self._log.error("maintenance failed; it is tried again at the next look", table=name,
                                 error=str(exc)[:1000])
                 continue
+            finally:
+                if look:
+                    # The interval runs from a look's end: another engine's rewrite started when a look
+                    # ends has the whole interval before our next conversion could fail it, however long
+                    # the look took.
+                    self._last_look[name] = self._clock()
             if report is not None:
                 self.last_error = None
                 self._log.info("maintained", table=name, epoch=epoch, steps=report.steps,

@@ -3,6 +3,7 @@ run does to the commits beside it."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
@@ -77,3 +78,31 @@ def test_a_run_stops_the_commits_expiry_until_it_ends_and_a_failed_one_says_why(
         maintainer._maintain("db.t", 1, True, lambda: True)
     assert during == [0]
     assert maintainer.commit_positions.snapshot_bound("db.t") == 17
+
+
+@pytest.mark.parametrize("outcome", ["nothing to do", "failed"])
+def test_the_next_look_comes_one_interval_after_a_look_ends_however_long_it_took(outcome: str) -> None:
+    """Another engine's rewrite started as a look ends has the whole interval before a conversion of ours
+    could fail it; counted from the look's start, a 500 s look would leave it 100 s."""
+    now, names = [1000.0], {"db.a"}
+    maintainer = _maintainer(now, names)
+    maintainer.due()
+    now[0] += 600
+
+    def a_long_look(name: str, epoch: int, look: bool, keep_going: object) -> None:
+        assert look
+        now[0] += 500
+        if outcome == "failed":
+            raise MaintenanceFailed("the catalog is gone")
+
+    maintainer._maintain = a_long_look  # type: ignore[method-assign]  # a look without a table
+    try:
+        assert maintainer.due() == ["db.a"]
+        asyncio.run(maintainer.run(["db.a"], 1, lambda: True))
+        ended = now[0]
+        now[0] = ended + 599
+        assert maintainer.due() == []
+        now[0] = ended + 600
+        assert maintainer.due() == ["db.a"]
+    finally:
+        maintainer.close()
