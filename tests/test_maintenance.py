@@ -708,14 +708,16 @@ def test_another_engines_compaction_lands_on_a_table_marked_external_compaction(
         for _ in range(3):
             looks = len(events(daemon, "maintained"))
             wait_until(lambda seen=looks: len(events(daemon, "maintained")) > seen, 120, "a look to end", daemon)
+            before = events(daemon, "maintained")
             started = time.monotonic()
             try:
                 warehouse.sql(f"CALL {{c}}.system.rewrite_data_files(table => '{TABLE}')")
                 landed += 1
             except Exception as exc:  # py4j's error: its second line names the Java exception
-                look = events(daemon, "maintained")[-1]
-                refused.append(f"after a look of {look['seconds']} s, a rewrite of "
-                               f"{time.monotonic() - started:.1f} s: {' '.join(str(exc).splitlines()[:2])[:400]}")
+                beside = len(events(daemon, "maintained")) - len(before)
+                refused.append(f"after a look of {before[-1]['seconds']} s, a rewrite of "
+                               f"{time.monotonic() - started:.1f} s with {beside} looks ended during it: "
+                               f"{' '.join(str(exc).splitlines()[:2])[:400]}")
         wait_until(lambda: len(events(daemon, "committed")) >= 40, 300, "40 commits", daemon)
     finally:
         stop.set()
