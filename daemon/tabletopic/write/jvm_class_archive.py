@@ -129,11 +129,17 @@ class ClassArchives:
 
     def _opens(self, archive: Path) -> bool:
         """Whether Java maps ``archive``: a truncated one makes it abort, a whole one start."""
+        # A JVM that aborts writes its crash report (30 KB) to its working directory, the daemon's: this
+        # one's goes beside the archive and is removed, as expected as the abort is.
+        report = archive.with_suffix(".check.log")
         try:
-            run = subprocess.run([str(self._java), _QUIET, f"-XX:SharedArchiveFile={archive}", "-version"],
-                                 capture_output=True, timeout=_CHECK_TIMEOUT_S)
+            run = subprocess.run([str(self._java), _QUIET, f"-XX:ErrorFile={report}", "-XX:-CreateCoredumpOnCrash",
+                                  f"-XX:SharedArchiveFile={archive}", "-version"],
+                                 capture_output=True, timeout=_CHECK_TIMEOUT_S, cwd=self._dir)
         except (OSError, subprocess.TimeoutExpired):
             return False
+        finally:
+            report.unlink(missing_ok=True)
         return run.returncode == 0
 
 

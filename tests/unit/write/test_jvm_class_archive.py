@@ -52,7 +52,14 @@ def test_the_first_start_writes_the_archive_the_next_one_maps_it(tmp_path: Path)
     assert version.returncode == 0 and "sharing" in version.stderr
 
 
-def test_a_part_cut_short_by_a_kill_is_removed_and_never_mapped(tmp_path: Path) -> None:
+def test_a_part_cut_short_by_a_kill_is_removed_and_never_mapped(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Java aborts on the cut part; its crash report goes nowhere the user would find it: not into the
+    daemon's working directory, and not beside the archives."""
+    workdir = tmp_path / "workdir"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
+    tmp_path = tmp_path / "archives"
     archives = ClassArchives(tmp_path, JAVA)
     first = archives.start(KEY)
     assert first.part is not None
@@ -64,6 +71,7 @@ def test_a_part_cut_short_by_a_kill_is_removed_and_never_mapped(tmp_path: Path) 
     again = archives.start(KEY)
     assert again.use is None and again.part is not None and again.part != first.part  # a new writer
     assert not first.part.exists() and not (tmp_path / f"{KEY}.jsa").exists()
+    assert list(workdir.iterdir()) == list(tmp_path.iterdir()) == []  # the new writer has written nothing yet
 
 
 def test_a_part_written_beside_an_archive_already_taken_is_removed(tmp_path: Path) -> None:
