@@ -676,9 +676,9 @@ def test_maintenance_by_someone_else_beside_the_sink(bootstrap: str, spark: Spar
 @pytest.mark.slow
 def test_another_engines_compaction_lands_on_a_table_marked_external_compaction(
         bootstrap: str, warehouse: Warehouse, tmp_path: Path) -> None:
-    """An upsert table committed every 500 ms, which a separate Spark session compacts as its scheduler
+    """An upsert table committed every 2 s, which a separate Spark session compacts as its scheduler
     would, with rewrite_data_files' defaults. With iceberg.table.<t>.external-compaction the commits
-    carry equality deletes only, which never fail a rewrite. The three rewrites run while the daemon's
+    carry equality deletes only, which never fail a rewrite. The rewrites run while the daemon's
     looks are an hour away (a table's first look comes one interval after it is first seen), so commits
     are all that lands beside them, and each must land however long it takes; when a look comes beside
     one is the maintainer's unit tests' matter. Then the daemon restarts with looks every 2 s: they turn
@@ -687,15 +687,15 @@ def test_another_engines_compaction_lands_on_a_table_marked_external_compaction(
     topic = unique("external")
     create_topic(bootstrap, topic, PARTITIONS)
     connector = upsert_connector(topic, warehouse, **{
-        "iceberg.control.commit.interval-ms": "500",
+        "iceberg.control.commit.interval-ms": "2000",
         f"iceberg.table.{TABLE}.external-compaction": "true",
         "tabletopic.maintenance.enabled": "true", "tabletopic.maintenance.interval-ms": str(HOUR_MS),
         "tabletopic.maintenance.orphans.interval-ms": str(1000 * HOUR_MS)})
     daemon, group, model = start_seeded(bootstrap, warehouse, tmp_path, topic, connector, Model(seed=31, keys=5_000))
     # A Hadoop catalog's commit refreshes from the metadata version it read, and the table keeps 10: a
-    # rewrite that spans more than 10 of the sink's commits (5 s here) finds its version deleted, as
-    # rewrites on a loaded machine did. 1,000 keep it for 500 s (docs/tables.md tells users the same).
-    warehouse.sql(f"ALTER TABLE {{c}}.{TABLE} SET TBLPROPERTIES ('write.metadata.previous-versions-max'='1000')")
+    # rewrite that spans more than 10 of the sink's commits (20 s here) finds its version deleted, as
+    # rewrites on a loaded machine did. 100 keep it for 200 s (docs/tables.md tells users the same).
+    warehouse.sql(f"ALTER TABLE {{c}}.{TABLE} SET TBLPROPERTIES ('write.metadata.previous-versions-max'='100')")
 
     stop = threading.Event()
 
@@ -707,11 +707,14 @@ def test_another_engines_compaction_lands_on_a_table_marked_external_compaction(
     changer.start()
     try:
         beside = []  # per rewrite: the sink's commits that landed while it ran
-        for _ in range(3):
+        # Until three rewrites had commits land beside them: a rewrite quicker than the gap to the next
+        # commit proves nothing, though it must land too.
+        while sum(n > 0 for n in beside) < 3 and len(beside) < 6:
             # Files enough for a rewrite with the defaults (5 in a partition): a commit writes one for each
             # partition it touches, and the changes touch all of them.
             commits = len(events(daemon, "committed"))
             wait_until(lambda seen=commits: len(events(daemon, "committed")) >= seen + 6, 120, "6 commits", daemon)
+            time.sleep(1.0)  # into the 2 s to the next commit, which then lands while the rewrite runs
             table = warehouse.table(TABLE)
             table.refresh()
             started_from = table.currentSnapshot().snapshotId()
@@ -726,9 +729,8 @@ def test_another_engines_compaction_lands_on_a_table_marked_external_compaction(
                 at = table.snapshot(at.parentId())
             assert since.count("replace") == 1, since
             beside.append(len(since) - 1 - since.index("replace"))
-        # The sink committed beside the rewrites (every 500 ms, and a rewrite takes seconds): those
-        # commits are what Iceberg validates a rewrite against.
-        assert sum(beside) > 0, beside
+        # Those commits are what Iceberg validates a rewrite against.
+        assert sum(n > 0 for n in beside) >= 1, beside
         first_run = events(daemon, "committed")
         assert events(daemon, "maintained") == []
         daemon.terminate()
@@ -740,11 +742,11 @@ def test_another_engines_compaction_lands_on_a_table_marked_external_compaction(
         stop.set()
         changer.join()
     foreign = [s for s in stats(warehouse).snapshots if s.foreign_rewrite]
-    assert len(foreign) == 3
+    assert len(foreign) == len(beside)
     wait_until(lambda: committed(warehouse, group) == model.produced, 240, "every change", daemon)
     wait_until(lambda: looked_after_the_last_commit(daemon), 120, "a look after the last commit", daemon)
     commits = events(daemon, "committed")
-    assert len(commits) > len(first_run) and {c["position_deletes"] for c in commits} == {0}
+    assert len(commits) > len(first_run) and {c["position_deletes"] for c in commits} == {0}, beside
     after = stats(warehouse)
     assert after.equality_deletes == 0, after.describe()
     maintained = events(daemon, "maintained")
