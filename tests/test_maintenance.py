@@ -746,7 +746,8 @@ def test_another_engines_compaction_lands_on_a_table_marked_external_compaction(
     wait_until(lambda: committed(warehouse, group) == model.produced, 240, "every change", daemon)
     wait_until(lambda: looked_after_the_last_commit(daemon), 120, "a look after the last commit", daemon)
     commits = events(daemon, "committed")
-    assert len(commits) > len(first_run) and {c["position_deletes"] for c in commits} == {0}, beside
+    assert len(commits) > len(first_run), "no commit after the restart"
+    assert [c for c in commits if c["position_deletes"]] == []
     after = stats(warehouse)
     assert after.equality_deletes == 0, after.describe()
     maintained = events(daemon, "maintained")

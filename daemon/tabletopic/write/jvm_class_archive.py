@@ -129,8 +129,8 @@ class ClassArchives:
 
     def _opens(self, archive: Path) -> bool:
         """Whether Java maps ``archive``: a truncated one makes it abort, a whole one start."""
-        # A JVM that aborts writes its crash report (30 KB) to its working directory, the daemon's: this
-        # one's goes beside the archive and is removed, as expected as the abort is.
+        # A JVM that aborts writes a crash report (30 KB) into its working directory, the daemon's. This
+        # check's abort is expected: its report goes beside the archive, and is removed.
         report = archive.with_suffix(".check.log")
         try:
             run = subprocess.run([str(self._java), _QUIET, f"-XX:ErrorFile={report}", "-XX:-CreateCoredumpOnCrash",

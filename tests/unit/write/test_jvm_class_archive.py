@@ -59,8 +59,8 @@ def test_a_part_cut_short_by_a_kill_is_removed_and_never_mapped(tmp_path: Path,
     workdir = tmp_path / "workdir"
     workdir.mkdir()
     monkeypatch.chdir(workdir)
-    tmp_path = tmp_path / "archives"
-    archives = ClassArchives(tmp_path, JAVA)
+    directory = tmp_path / "archives"
+    archives = ClassArchives(directory, JAVA)
     first = archives.start(KEY)
     assert first.part is not None
     _run_writer(first.part)
@@ -70,8 +70,8 @@ def test_a_part_cut_short_by_a_kill_is_removed_and_never_mapped(tmp_path: Path,
     first.launched(_dead_pid())
     again = archives.start(KEY)
     assert again.use is None and again.part is not None and again.part != first.part  # a new writer
-    assert not first.part.exists() and not (tmp_path / f"{KEY}.jsa").exists()
-    assert list(workdir.iterdir()) == list(tmp_path.iterdir()) == []  # the new writer has written nothing yet
+    assert not first.part.exists() and not (directory / f"{KEY}.jsa").exists()
+    assert list(workdir.iterdir()) == list(directory.iterdir()) == []  # the new writer has written nothing yet
 
 
 def test_a_part_written_beside_an_archive_already_taken_is_removed(tmp_path: Path) -> None:
