@@ -35,7 +35,9 @@ from tests.support import (
     group_offsets,
     produce,
     run_in_process,
+    scrape,
     unique,
+    values,
     wait_until,
     worker_props,
 )
@@ -77,9 +79,19 @@ def test_sigterm_commits_what_is_buffered_and_exits_0(bootstrap: str, warehouse:
     produce(bootstrap, topic, _records(0, 3000, 2))
     # A long interval: nothing is committed before the signal, so the last round must do it all.
     connector = _connector(topic, table, warehouse, **{"iceberg.control.commit.interval-ms": "600000"})
-    daemon = DaemonProcess(tmp_path, worker_props(bootstrap, listeners="http://127.0.0.1:0"), [connector]).start()
-    wait_until(lambda: '"partitions assigned"' in daemon.output() and '"created table"' in daemon.output(),
-               120, "consumption to start", daemon)
+    port = free_port()
+    daemon = DaemonProcess(tmp_path, worker_props(bootstrap, listeners=f"http://127.0.0.1:{port}"),
+                           [connector]).start()
+
+    def buffered() -> float:
+        try:
+            return sum(values(scrape(port)[1], "tabletopic_buffered_records"))
+        except OSError:  # not listening yet
+            return 0
+
+    # Both partitions' records in the buffers before the signal: what is not buffered by then is left to
+    # the next start (a fresh clone's run signalled after one partition's batch: 1,500 committed).
+    wait_until(lambda: buffered() == 3000, 120, "every record buffered", daemon)
     assert warehouse.offsets(table, f"connect-{connector['name']}") == {}
     assert daemon.terminate(timeout=120) == 0, daemon.output()[-3000:]
     rows = warehouse.sql(f"SELECT count(*), count(DISTINCT id) FROM {{c}}.{table}")[0]
