@@ -25,6 +25,8 @@ def test_the_demo_on_an_empty_warehouse_logs_nothing_alarming(tmp_path: Path) ->
     assert "iceberg.shop.shop_orders: 2,000 rows (produced 2,000)" in out, out[-5000:]
     lines = out.splitlines()
     levels = [m.group("level") for m in map(_LEVEL.match, lines) if m]
-    assert len(levels) > 20 and set(levels) <= {"info"}, [line for line in lines if "[info" not in line]
+    # The lines above info, whole: a run on a loaded machine once logged a warning the report cut off.
+    loud = [line for line in lines if (m := _LEVEL.match(line)) and m.group("level") != "info"]
+    assert len(levels) > 20 and loud == [], "\n".join(loud)
     assert not [line for line in lines if _JAVA_FRAME.match(line)]
     assert list(tmp_path.iterdir()) == []  # it removes everything it made, Faust's data directories too
