@@ -403,12 +403,12 @@ def failed_task_trace(rest: Rest, connector: str, daemon: DaemonProcess) -> str:
     return str(rest.first_task(connector).get("trace", ""))
 
 
-def events(daemon: DaemonProcess, name: str) -> list[dict[str, Any]]:
-    """Every JSON log line of ``daemon`` whose event is ``name``, in order."""
+def events(daemon: DaemonProcess, *names: str) -> list[dict[str, Any]]:
+    """Every JSON log line of ``daemon`` whose event is one of ``names``, in the log's order."""
     out = []
     for line in daemon.output().splitlines():
-        if line.startswith("{") and f'"{name}"' in line:
+        if line.startswith("{") and any(f'"{name}"' in line for name in names):
             doc = json.loads(line)
-            if doc.get("event") == name:
+            if doc.get("event") in names:
                 out.append(doc)
     return out

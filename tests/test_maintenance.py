@@ -759,6 +759,5 @@ def test_another_engines_compaction_lands_on_a_table_marked_external_compaction(
 
 def looked_after_the_last_commit(daemon: DaemonProcess) -> bool:
     """Whether a look ended after the last commit the daemon logged: it found every equality delete."""
-    order = [json.loads(line)["event"] for line in daemon.output().splitlines()
-             if line.startswith("{") and ('"committed"' in line or '"maintained"' in line)]
+    order = [e["event"] for e in events(daemon, "committed", "maintained")]
     return "maintained" in order and order[::-1].index("maintained") < order[::-1].index("committed")
