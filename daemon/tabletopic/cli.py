@@ -228,9 +228,9 @@ def cmd_offsets(args: argparse.Namespace) -> int:
                          indent=2))
         return 0
     from tabletopic.maintain.run_once import tables_of
-    from tabletopic.ops.table_offsets import connect_document, read_table_offsets
+    from tabletopic.ops.table_offsets import RecordingTables, connect_document, read_table_offsets
     try:
-        by_table = read_table_offsets(config, tables_of(config, args.table))
+        by_table = read_table_offsets(RecordingTables.of(config), tables_of(config, args.table))
     except (ConfigError, ValueError) as exc:
         print(f"tabletopic: {exc}", file=sys.stderr)
         return exit_codes.CONFIG
@@ -272,12 +272,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         return exit_codes.CONFIG
     from tabletopic.kafka.clients import KafkaClients
     from tabletopic.ops.connector_status import status_lines
+    from tabletopic.ops.table_offsets import RecordingTables
     loaded = _connector_tables(args)
     if isinstance(loaded, int):
         return loaded
     worker, config, tables = loaded
     clients = config.clients_of(KafkaClients(worker.bootstrap_servers, worker.raw))
-    for line in status_lines(config, clients, tables):
+    for line in status_lines(RecordingTables.of(config), clients, tables):
         print(line)
     return 0
 

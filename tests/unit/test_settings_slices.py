@@ -8,6 +8,7 @@ import pytest
 from tabletopic.config.connector import ConnectorConfig, parse_connector
 from tabletopic.config.worker import WorkerConfig, parse_worker
 from tabletopic.consume.faust_app import ConsumerSettings
+from tabletopic.ops.table_offsets import RecordingTables
 from tabletopic.route.router import RoutingSettings
 from tabletopic.stage.failed_records import ErrorSettings
 from tabletopic.stage.staging import StagingSettings
@@ -45,8 +46,9 @@ def _config() -> ConnectorConfig:
 @pytest.mark.parametrize("slice_of", [
     StagingSettings.of, TablesSettings.of, CreationSettings.of, RoutingSettings.of, TaskSettings.of,
     ErrorSettings.of, lambda config: ConsumerSettings.of(config, _worker()), lambda config: config,
-    lambda config: config.catalog, lambda config: _worker(),
-], ids=["staging", "tables", "creation", "routing", "task", "errors", "consumer", "connector", "catalog", "worker"])
+    lambda config: config.catalog, lambda config: _worker(), RecordingTables.of,
+], ids=["staging", "tables", "creation", "routing", "task", "errors", "consumer", "connector", "catalog", "worker",
+        "recording-tables"])
 def test_no_configuration_tells_a_secret_in_its_repr(slice_of: object) -> None:
     config = _config()
     assert config.catalog_props["s3.secret-access-key"] == SECRETS[0]  # the secrets are there to be told

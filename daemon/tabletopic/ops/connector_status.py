@@ -15,13 +15,12 @@ from dataclasses import dataclass
 
 from pyiceberg.exceptions import NoSuchTableError
 
-from tabletopic.config.connector import ConnectorConfig
 from tabletopic.consume.group_offsets import committed_offsets
 from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.kafka.clients import KafkaClients
 from tabletopic.offsets.resume import lowest_recorded
-from tabletopic.offsets.source_offsets import VTTS_KEY, PyIcebergTable, Recorded, recorded_in
-from tabletopic.write.pyiceberg_catalog import open_table
+from tabletopic.offsets.source_offsets import VTTS_KEY, Recorded
+from tabletopic.ops.table_offsets import RecordingTables
 
 
 @dataclass(frozen=True)
@@ -60,15 +59,15 @@ async def _kafka(clients: KafkaClients, group: str, positions: dict[TopicPartiti
         await consumer.stop()
 
 
-def table_statuses(config: ConnectorConfig, tables: list[str]) -> list[TableStatus]:
+def table_statuses(scope: RecordingTables, tables: list[str]) -> list[TableStatus]:
     out = []
     for name in tables:
         try:
-            table = open_table(config, name)
+            table = scope.open(name)
         except (FileNotFoundError, NoSuchTableError):  # the sink makes it with its first records
             out.append(TableStatus(name, Recorded({}, -1, "none"), None, None, exists=False))
             continue
-        recorded = recorded_in(PyIcebergTable(table), config.table(name).commit_branch, config.group_id)
+        recorded = scope.recorded(table, name)
         snapshot = table.metadata.snapshot_by_id(recorded.snapshot_id) if recorded.snapshot_id else None
         summary = snapshot.summary.additional_properties if snapshot is not None and snapshot.summary else {}
         out.append(TableStatus(name, recorded,
@@ -77,15 +76,15 @@ def table_statuses(config: ConnectorConfig, tables: list[str]) -> list[TableStat
     return out
 
 
-def status_lines(config: ConnectorConfig, clients: KafkaClients, tables: list[str]) -> list[str]:
-    statuses = table_statuses(config, tables)
+def status_lines(scope: RecordingTables, clients: KafkaClients, tables: list[str]) -> list[str]:
+    statuses = table_statuses(scope, tables)
     # Lag is counted from what the tables hold (the least offset any of them records for a partition), as
     # tabletopic_committed_lag_records counts it: what the sink would read again on a restart is another
     # figure (tabletopic offsets, GET /connectors/{c}/offsets).
     committed = lowest_recorded({s.name: s.recorded.offsets for s in statuses})
-    group, ends = asyncio.run(_kafka(clients, config.group_id, committed))
+    group, ends = asyncio.run(_kafka(clients, scope.group_id, committed))
     now_ms = time.time() * 1000
-    lines = [f"connector {config.name}: group {config.group_id}, {len(committed)} partitions in its tables"]
+    lines = [f"connector {scope.name}: group {scope.group_id}, {len(committed)} partitions in its tables"]
     for s in statuses:
         if not s.exists:
             lines.append(f"  table {s.name}: not created yet")

@@ -11,6 +11,8 @@ group holds one: then the tables' round starts no longer count.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from tabletopic.config.connector import ConnectorConfig
@@ -19,12 +21,31 @@ from tabletopic.offsets.source_offsets import PyIcebergTable, Recorded, recorded
 from tabletopic.write.pyiceberg_catalog import open_table
 
 
-def read_table_offsets(config: ConnectorConfig, tables: list[str]) -> dict[str, Recorded]:
-    out = {}
-    for name in tables:
-        branch = config.table(name).commit_branch
-        out[name] = recorded_in(PyIcebergTable(open_table(config, name)), branch, config.group_id)
-    return out
+@dataclass(frozen=True)
+class RecordingTables:
+    """The connector's keys that reading its offsets from its tables needs, through pyiceberg."""
+
+    name: str  # name
+    group_id: str  # consumer.override.group.id, or connect-<name>: the offsets' owner in each snapshot
+    catalog_name: str  # iceberg.catalog
+    catalog_props: Mapping[str, str] = field(repr=False)  # iceberg.catalog.*: secrets too
+    branch: Callable[[str], str | None] = field(repr=False)  # iceberg.table.<t>.commit-branch, or the sink's
+
+    @classmethod
+    def of(cls, config: ConnectorConfig) -> RecordingTables:
+        return cls(config.name, config.group_id, config.catalog_name, dict(config.catalog_props),
+                   lambda table: config.table(table).commit_branch)
+
+    def open(self, table: str) -> Any:
+        return open_table(self, table)
+
+    def recorded(self, table: Any, name: str) -> Recorded:
+        """What the pyiceberg ``table`` (``name`` in the catalog) records of this connector's offsets."""
+        return recorded_in(PyIcebergTable(table), self.branch(name), self.group_id)
+
+
+def read_table_offsets(scope: RecordingTables, tables: list[str]) -> dict[str, Recorded]:
+    return {name: scope.recorded(scope.open(name), name) for name in tables}
 
 
 def connect_document(by_table: dict[str, Recorded]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import pyarrow as pa
 from tabletopic.config.connector import parse_connector
 from tabletopic.config.worker import parse_worker
 from tabletopic.ops.connector_status import table_statuses
+from tabletopic.ops.table_offsets import RecordingTables
 
 
 def test_a_table_not_created_yet_is_reported_as_such_beside_one_that_exists(tmp_path: Path) -> None:
@@ -24,6 +25,6 @@ def test_a_table_not_created_yet_is_reported_as_such_beside_one_that_exists(tmp_
     config = parse_connector({"name": "s", "topics": "t", "iceberg.tables": "db.made,db.later",
                               "iceberg.catalog.type": "hadoop", "iceberg.catalog.warehouse": f"file://{tmp_path}/wh"},
                              parse_worker({}))
-    made, later = table_statuses(config, ["db.made", "db.later"])
+    made, later = table_statuses(RecordingTables.of(config), ["db.made", "db.later"])
     assert (made.exists, made.recorded.source) == (True, "none")
     assert (later.exists, later.recorded.offsets) == (False, {})
