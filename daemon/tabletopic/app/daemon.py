@@ -6,8 +6,7 @@ and in whom else the status board shows.  Everything is built from the configura
 objects and owned by the :class:`Daemon`, so two can run in one process (tests do).
 
 Start-up is a sequence of named steps, each logged as it starts and ends and shown by
-``/ready`` meanwhile; the HTTP listener is up before the first.  Spark's JVM and the
-connectors start side by side: their group joins take seconds that need no JVM.  A stop asked for at any
+``/ready`` meanwhile; the HTTP listener is up before the first.  A stop asked for at any
 point (SIGTERM) starts nothing more.  Shutdown is graceful: every connector commits what
 it buffered in a last round and leaves its group; the process exits 0.  The driver
 JVM's life is the daemon's: if it dies, the daemon stops (exit 1) without a final commit.

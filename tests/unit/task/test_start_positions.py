@@ -9,7 +9,7 @@ import structlog
 from tabletopic.buffer.partition_ledger import PartitionLedger
 from tabletopic.offsets.source_offsets import Recorded
 from tabletopic.route.table_feeds import TableFeeds
-from tabletopic.task.start_positions import DecisionGate, StartPositions, StartRefused, StartSettings, unanchored
+from tabletopic.task.start_positions import DecisionGate, StartPositions, StartSettings, unanchored
 from tabletopic.task.system_outages import SystemOutages
 from tests.unit.fakes import metrics
 
@@ -139,12 +139,8 @@ class _Buffers:
 
 
 def _starts(recorded: dict[str, dict[tuple[str, int], int]], group: dict[tuple[str, int], int],
-            ledger: PartitionLedger, asked: list[list[tuple[str, int]]] | None = None,
-            ) -> tuple[StartPositions, _Buffers]:
-    """``asked`` gets each read of the group's offsets: a decision's first step."""
+            ledger: PartitionLedger) -> tuple[StartPositions, _Buffers]:
     async def group_offsets(tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        if asked is not None:
-            asked.append(tps)
         return {tp: o for tp, o in group.items() if tp in tps}
     buffers = _Buffers()
     starts = StartPositions(StartSettings("g", tuple(recorded), False), _Tables(list(recorded)), ledger, buffers,
@@ -177,39 +173,3 @@ def test_a_partition_no_table_records_starts_at_its_group_offset() -> None:
     ledger = PartitionLedger(lambda t: {})
     starts, _ = _starts({"db.t": {A: 10}}, {B: 7}, ledger)
     assert asyncio.run(starts.decide({B})) == {B: 7}
-
-
-def test_no_start_is_decided_before_the_catalog_check_passes() -> None:
-    """The group join goes on beside the connector's catalog check: a decision asked for meanwhile
-    reads nothing until the check passes, and the partition's records wait at its gate."""
-    async def go() -> None:
-        ledger, asked = PartitionLedger(lambda t: {}), []
-        starts, _ = _starts({"db.t": {A: 10}}, {}, ledger, asked)
-        check: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        starts.open_after(check)
-        decision = asyncio.ensure_future(starts.decide({A}))
-        records = asyncio.ensure_future(starts.undecided(A))
-        await asyncio.sleep(0)  # an ungated decision reads the group's offsets in its first step
-        assert asked == [] and not records.done()
-        check.set_result(None)
-        assert await decision == {A: 10} and asked == [[A]]
-        await records
-    asyncio.run(go())
-
-
-def test_a_failed_catalog_check_refuses_every_decision_without_reading_a_table() -> None:
-    async def go() -> None:
-        ledger, asked = PartitionLedger(lambda t: {}), []
-        starts, _ = _starts({"db.t": {A: 10}}, {}, ledger, asked)
-        check: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        check.set_exception(OSError("the Iceberg catalog 'iceberg' is not reachable"))
-        starts.open_after(check)
-        try:
-            await starts.decide({A})
-        except StartRefused as exc:
-            assert "not reachable" in str(exc)
-        else:
-            raise AssertionError("decided a start past a failed catalog check")
-        assert asked == [] and ledger.position(A) is None
-        await starts.undecided(A)  # the gate is open again: nothing waits on a start that never comes
-    asyncio.run(go())
