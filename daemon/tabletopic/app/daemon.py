@@ -142,21 +142,9 @@ class Daemon:
             self.spark.require(config.catalog.needs_lake_jars, config.catalog.driver_jars)
         if self.spark.lake:
             await self._step("fetching the S3, REST and Glue jars", asyncio.to_thread(self._classpath, True))
-        # The JVM's start and the connectors' group joins take seconds each, and a connector needs the JVM
-        # only at its first catalog call: both go on at once, and that call waits for the JVM.
-        spark_start = asyncio.ensure_future(asyncio.to_thread(lambda: self.spark.session))
+        await self._step("starting Spark", asyncio.to_thread(lambda: self.spark.session))
         self.herder.probed = {c.name for c in initial}
         await self.herder.start()
-        try:
-            await self._step("starting Spark", spark_start)
-        except (_Stopped, _StartFailed):
-            raise
-        except Exception as exc:
-            log.error("cannot start Spark's driver JVM", error=f"{type(exc).__name__}: {str(exc)[:500]}")
-            raise _StartFailed(exit_codes.FAILED) from exc
-        finally:
-            spark_start.cancel()  # a stop came first: its thread runs on, but nothing waits for it
-            await asyncio.gather(spark_start, return_exceptions=True)
         await self._step("starting connectors", self.herder.wait_started())
 
     def _new_runtime(self, config: ConnectorConfig, on_change: Callable[[ConnectorRuntime], None]) -> ConnectorRuntime:

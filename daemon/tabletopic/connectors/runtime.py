@@ -107,29 +107,13 @@ class ConnectorRuntime:
                                          self._metrics)
             self.parts = build_parts(sink, self.config, self._worker, clients, self._metrics)
             member, consumer = self.parts.member, self.parts.consumer
-            # The catalog check waits for the JVM if it is still starting; the group join does not need
-            # it, and takes seconds of its own: they run side by side, and both must succeed.
-            catalog = asyncio.ensure_future(asyncio.to_thread(check_catalog, sink.tables, self.config))
-            sink.task.starts.open_after(catalog)
-            try:
-                await sink.task.start()
-                await member.start()
-                self._joined = True  # from here on, stopping it means committing and leaving the group
-                if paused:
-                    await consumer.hold()
-                await consumer.start()
-            except BaseException:
-                catalog.cancel()  # the join's failure is the one to report; the check's thread runs on unheard
-                await asyncio.gather(catalog, return_exceptions=True)
-                raise
-            try:
-                await catalog
-            except Exception:
-                # Nothing was taken (every partition's start waits for the check): no final round, the
-                # group is left at once.
-                await self._leave_group(consumer)
-                self._joined = False
-                raise
+            await asyncio.to_thread(check_catalog, sink.tables, self.config)
+            await sink.task.start()
+            await member.start()
+            self._joined = True  # from here on, stopping it means committing and leaving the group
+            if paused:
+                await consumer.hold()
+            await consumer.start()
         except KafkaAccessError as exc:
             self._fail(exc, exit_codes.CONFIG, "the Kafka brokers refuse this connector's client settings")
             return
@@ -229,7 +213,7 @@ class ConnectorRuntime:
         parts = self.parts
         if parts is None:
             return self.exit_code
-        if not self._joined:  # built, half started, or its group left at a failed start: nothing buffered
+        if not self._joined:  # built, or half started: nothing buffered, no group joined
             await parts.member.stop()
             await parts.task.stop()
             parts.sink.close()
@@ -254,18 +238,15 @@ class ConnectorRuntime:
             if final_commit:
                 self.log.error("final commit failed; uncommitted records will be re-read on restart", error=str(exc))
                 self.exit_code = max(self.exit_code, exit_codes.FAILED)
-        await self._leave_group(parts.consumer)
+        try:
+            # Leaving the group needs the broker; with it gone, do not outlast the stop timeout.
+            await asyncio.wait_for(parts.consumer.stop(), _LEAVE_GROUP_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            self.log.warning("could not leave the consumer group in time; the broker will expire the member")
         await parts.member.stop()
         await parts.task.stop()
         parts.sink.close()
         return self.exit_code
-
-    async def _leave_group(self, consumer: FaustConsumer) -> None:
-        try:
-            # Leaving the group needs the broker; with it gone, do not outlast the stop timeout.
-            await asyncio.wait_for(consumer.stop(), _LEAVE_GROUP_TIMEOUT_S)
-        except asyncio.TimeoutError:
-            self.log.warning("could not leave the consumer group in time; the broker will expire the member")
 
     async def _final_round(self, parts: ConnectorParts, timeout_s: float) -> None:
         await parts.task.writer.wait_for_flushes()
@@ -301,7 +282,7 @@ class ConnectorRuntime:
 
 
 def check_catalog(tables: IcebergTables, config: ConnectorConfig) -> None:
-    """The catalog answers, and the static tables can be opened: the connector runs only if they do."""
+    """The catalog answers, and the static tables can be opened: before joining the group."""
     try:
         tables.catalog.check()
         for name in config.tables or []:

@@ -11,7 +11,6 @@ from tabletopic.commit.member import Member
 from tabletopic.consume.faust_aiokafka import kafka_consumer
 from tabletopic.core.topic_partition import TopicPartition
 from tabletopic.task.sink_task import SinkTask
-from tabletopic.task.start_positions import StartRefused
 
 
 class RebalanceHooks:
@@ -37,8 +36,6 @@ class RebalanceHooks:
         tps = {(tp.topic, tp.partition) for tp in assigned}
         try:
             seeks = await self._task.on_assigned(tps)
-        except StartRefused:
-            return  # the connector's start failed, says why and leaves the group
         except Exception as exc:
             self._log.exception("cannot read positions from the tables; stopping rather than guessing")
             self._fail(exc)

@@ -61,10 +61,6 @@ class BufferedRows(Protocol):
     def drop_below(self, raised: Raised, why: str) -> None: ...
 
 
-class StartRefused(Exception):
-    """The connector's start failed its catalog check: no start is decided, and the start says why."""
-
-
 class StartPositions:
     """Where each assigned partition starts reading, decided from the tables, the consumer group and the
     Java sink's offsets. Runs on the event loop, its table reads in threads (with the outages' retries);
@@ -85,13 +81,6 @@ class StartPositions:
         self._group_offsets = group_offsets  # the consumer group's committed offsets, read back
         self._gate = DecisionGate()
         self._catalog_scanned = False
-        self._opened: asyncio.Future[None] | None = None
-
-    def open_after(self, check: asyncio.Future[None]) -> None:
-        """Decide no start before ``check``, the connector's catalog check, has passed: the group join
-        goes on beside it, and an unreachable catalog at start is the start's failure to report, not an
-        outage to retry."""
-        self._opened = check
 
     async def undecided(self, tp: TopicPartition) -> None:
         """Return once no start of ``tp`` is being decided (see :class:`DecisionGate`)."""
@@ -101,11 +90,6 @@ class StartPositions:
         """Read the tables' offsets for ``tps`` and decide where each must be read from (see
         :meth:`_decide`); records of ``tps`` that arrive meanwhile wait for the decision."""
         with self._gate.deciding(tps):
-            if self._opened is not None:
-                try:
-                    await asyncio.shield(self._opened)
-                except Exception as exc:
-                    raise StartRefused(str(exc)) from exc
             return await self._decide(tps)
 
     async def _decide(self, tps: set[TopicPartition]) -> dict[TopicPartition, int]:

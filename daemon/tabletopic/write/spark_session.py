@@ -100,13 +100,7 @@ class JavaStatics:
 
 
 class SparkRuntime:
-    """Owns the SparkSession; thread-safe for the py4j calls the sink makes.
-
-    The JVM starts on the first thread that asks for :attr:`session`; others that ask meanwhile wait
-    for it. Asking for jars (:meth:`require`) and registering catalogs never waits for it: a daemon's
-    connectors are built and join their groups while the JVM starts, and only their first catalog
-    call waits.
-    """
+    """Owns the SparkSession; thread-safe for the py4j calls the sink makes."""
 
     def __init__(self, conf: Mapping[str, str] | None = None, classpath: JvmClasspath | None = None,
                  lake: bool = False, extra_jars: Sequence[Path] = (), class_archive: bool = True) -> None:
@@ -120,44 +114,18 @@ class SparkRuntime:
         if self.local:
             self._conf = {**LOCAL_MODE_CONF, **self._conf}
         self._classpath = classpath
-        self._session: SparkSession | None = None  # set once started, with every catalog registered so far
-        self._start_lock = threading.Lock()  # held by the thread that starts the JVM, for the whole start
-        self._lock = threading.Lock()  # the bookkeeping below: held for moments, never across a py4j call
-        self._frozen = False  # the JVM is starting or started: its jars are fixed
-        self._start_error: BaseException | None = None  # the start failed: every later ask says so
+        self._session: SparkSession | None = None
+        self._lock = threading.Lock()
         self._catalogs: dict[str, dict[str, str]] = {}
-        self._unapplied: set[str] = set()  # registered before the session was there: the start applies them
         self._classes: dict[str, JavaStatics] = {}
         self._catalog_users: dict[str, int] = {}  # connectors using each name: its properties change only at 0
 
     @property
     def session(self) -> SparkSession:
-        session = self._session
-        if session is not None:
-            return session
-        with self._start_lock:
-            if self._session is not None:
-                return self._session
-            if self._start_error is not None:
-                # Not a second JVM: the daemon stops on the first failure, and threads that waited for
-                # the start must not each try again.
-                raise RuntimeError(f"Spark did not start: {self._start_error}") from self._start_error
-            with self._lock:
-                self._frozen = True
-            try:
-                started = self._start()
-            except BaseException as exc:
-                self._start_error = exc
-                raise
-            while True:
-                with self._lock:
-                    names, self._unapplied = self._unapplied, set()
-                    if not names:
-                        self._session = started
-                        return started
-                    confs = [(name, self._catalogs[name]) for name in names]
-                for name, props in confs:
-                    _apply_catalog(started, name, props)
+        with self._lock:
+            if self._session is None:
+                self._session = self._start()
+            return self._session
 
     @property
     def jvm(self) -> Any:
@@ -180,7 +148,7 @@ class SparkRuntime:
         """Ask for jars before the JVM starts. Once it runs it cannot take more: what it lacks, or None."""
         with self._lock:
             missing = [str(p) for p in extra_jars if str(p) not in self._extra_jars]
-            if not self._frozen:
+            if self._session is None:
                 self._lake |= lake
                 self._extra_jars += missing
                 return None
@@ -296,14 +264,13 @@ class SparkRuntime:
             stale = known is not None and known != props
             self._catalogs[name] = props
             self._catalog_users[name] = users + 1
-            session = self._session
-            if session is None:
-                self._unapplied.add(name)  # Spark reads catalogs from its conf at first use: the start sets it
-                return
+        session = self.session
         if stale:
             for key in list(known or {}):
                 session.conf.unset(f"spark.sql.catalog.{name}.{key}")
-        _apply_catalog(session, name, props)
+        session.conf.set(f"spark.sql.catalog.{name}", "org.apache.iceberg.spark.SparkCatalog")
+        for key, value in props.items():
+            session.conf.set(f"spark.sql.catalog.{name}.{key}", value)
         if stale:
             # Spark keeps each catalog it loaded; forget them all so this one is built from the new
             # properties (the others are built again from theirs on next use).
@@ -371,18 +338,10 @@ class SparkRuntime:
         return DataFrame(jdf, session)
 
     def stop(self) -> None:
-        with self._start_lock:
+        with self._lock:
             if self._session is not None:
                 self._session.stop()
-            with self._lock:
-                self._session, self._frozen, self._start_error = None, False, None
-                self._unapplied = set(self._catalogs)  # a later start registers them again
-
-
-def _apply_catalog(session: SparkSession, name: str, props: Mapping[str, str]) -> None:
-    session.conf.set(f"spark.sql.catalog.{name}", "org.apache.iceberg.spark.SparkCatalog")
-    for key, value in props.items():
-        session.conf.set(f"spark.sql.catalog.{name}.{key}", value)
+                self._session = None
 
 
 @contextlib.contextmanager
