@@ -29,7 +29,7 @@ class RecordingTables:
     group_id: str  # consumer.override.group.id, or connect-<name>: the offsets' owner in each snapshot
     catalog_name: str  # iceberg.catalog
     catalog_props: Mapping[str, str] = field(repr=False)  # iceberg.catalog.*: secrets too
-    branch: Callable[[str], str | None] = field(repr=False)  # iceberg.table.<t>.commit-branch, or the sink's
+    branch: Callable[[str], str | None] = field(repr=False)  # iceberg.table.<t>.commit-branch, or the default one
 
     @classmethod
     def of(cls, config: ConnectorConfig) -> RecordingTables:

@@ -371,7 +371,7 @@ def _parse_timestamps(array: pa.Array, target: pa.DataType) -> pa.Array:
         # The usual column (offsets into timestamptz, none into timestamp, microseconds at most) is one that
         # Arrow's own parser reads exactly as the rules below do, at a tenth of their cost. It also reads a
         # date alone and an hour without minutes, which the rules refuse: those have no ':' as 14th byte,
-        # a check a fifth as dear as the rules' pattern.
+        # a check an eighth as dear as the rules' pattern.
         parsed = pc.cast(array, target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         parsed = None
