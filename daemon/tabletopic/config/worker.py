@@ -81,7 +81,11 @@ WORKER_KEYS: dict[str, Key] = {k.name: k for k in (
     Key("log.level", KeyType.STRING, "INFO", "Log level.", allowed=("DEBUG", "INFO", "WARNING", "ERROR")),
     Key("log.format", KeyType.STRING, "auto", "json, console, or auto (console on a terminal, else JSON lines).",
         allowed=("auto", "json", "console")),
-    Key("consumer.session.timeout.ms", KeyType.INT, 10_000, "Consumer group session timeout.", minimum=1000),
+    Key("consumer.session.timeout.ms", KeyType.INT, 10_000,
+        "Consumer group session timeout. At each rebalance a connector reads where its new partitions start "
+        "from its tables' snapshots, and the consumer sends no heartbeat until that read ends: keep this above "
+        "the time the catalog takes to answer then, or the broker drops the member and the group rebalances "
+        "again.", minimum=1000),
     Key("consumer.heartbeat.interval.ms", KeyType.INT, 2_000, "Consumer group heartbeat interval.", minimum=100),
     Key("consumer.auto.offset.reset", KeyType.STRING, "earliest",
         "Where to start a partition that no table and no group offset knows.", allowed=("earliest", "latest")),
