@@ -377,13 +377,9 @@ def _parse_timestamps(array: pa.Array, target: pa.DataType) -> pa.Array:
         parsed = None
     if parsed is not None:
         as_bytes = array.cast(pa.large_binary() if pa.types.is_large_string(array.type) else pa.binary())
-        timed = pc.equal(pc.binary_slice(as_bytes, 13, 14), b":")
-        _refuse_where(array, pc.and_(pc.is_valid(array), pc.invert(timed)).to_numpy(zero_copy_only=False),
-                      _NOT_A_TIMESTAMP)
+        _refuse_unless(array, pc.equal(pc.binary_slice(as_bytes, 13, 14), b":"), _NOT_A_TIMESTAMP)
         return parsed
-    matched = pc.match_substring_regex(array, _TIMESTAMP_SHAPE)
-    _refuse_where(array, pc.and_(pc.is_valid(array), pc.invert(matched)).to_numpy(zero_copy_only=False),
-                  _NOT_A_TIMESTAMP)
+    _check_matches(array, _TIMESTAMP_SHAPE, _NOT_A_TIMESTAMP)
     parts = pc.extract_regex(array, _TIMESTAMP)
     seconds = parts.field("s")
     seconds = pc.if_else(pc.equal(seconds, ""), "00", seconds)
@@ -425,8 +421,12 @@ def _cast(array: pa.Array, target: pa.DataType, safe: bool = True) -> pa.Array:
 
 
 def _check_matches(strings: pa.Array, pattern: str, why: str) -> None:
-    _refuse_where(strings, pc.and_(pc.is_valid(strings), pc.invert(pc.match_substring_regex(strings, pattern)))
-                  .to_numpy(zero_copy_only=False), why)
+    _refuse_unless(strings, pc.match_substring_regex(strings, pattern), why)
+
+
+def _refuse_unless(array: pa.Array, good: pa.Array, why: str) -> None:
+    """Refuse the first value that is not null and not ``good``."""
+    _refuse_where(array, pc.and_(pc.is_valid(array), pc.invert(good)).to_numpy(zero_copy_only=False), why)
 
 
 def _check_java_double(strings: pa.Array, target: pa.DataType) -> None:
