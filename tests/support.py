@@ -266,11 +266,16 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 def scrape(port: int) -> tuple[str, Samples]:
     """The daemon's /metrics: its text, and each sample's value by name and labels."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return text, parse_samples(text)
+
+
+def parse_samples(text: str) -> Samples:
+    """Each sample's value of a Prometheus text page, by name and labels."""
     samples: Samples = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return text, samples
+    return samples
 
 
 def values(samples: Samples, name: str, **labels: str) -> list[float]:
@@ -369,14 +374,9 @@ class Rest:
             return 0
 
     def metric(self, name: str, **labels: str) -> float:
-        from prometheus_client.parser import text_string_to_metric_families
+        """The sum of ``name``'s samples that carry ``labels``."""
         text = urllib.request.urlopen(self.base + "/metrics", timeout=10).read().decode()
-        total = 0.0
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                    total += sample.value
-        return total
+        return sum(values(parse_samples(text), name, **labels))
 
 
 def connector_props(prefix: str, topics: str, table: str | None, warehouse: Warehouse,

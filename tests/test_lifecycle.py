@@ -29,15 +29,14 @@ from tabletopic.write.table_committer import TableCommitter
 from tests.support import (
     ROOT,
     DaemonProcess,
+    Rest,
     Warehouse,
     connector_props,
     create_topic,
     group_offsets,
     produce,
     run_in_process,
-    scrape,
     unique,
-    values,
     wait_until,
     worker_props,
 )
@@ -85,7 +84,7 @@ def test_sigterm_commits_what_is_buffered_and_exits_0(bootstrap: str, warehouse:
 
     def buffered() -> float:
         try:
-            return sum(values(scrape(port)[1], "tabletopic_buffered_records"))
+            return Rest(port).metric("tabletopic_buffered_records")
         except OSError:  # not listening yet
             return 0
 
